@@ -67,6 +67,8 @@ class Edge:
 def _int_field(obj: Mapping[str, Any], field: str, where: str, default: int | None = None) -> int | None:
     value = obj.get(field, default)
     if value is None:
+        if field in obj and default is not None:
+            raise GraphError(f"{where}: field '{field}' must be an integer, got null; leave it out for {default}.")
         return None
     if isinstance(value, bool) or not isinstance(value, int):
         raise GraphError(f"{where}: field '{field}' must be an integer, got {value!r}.")
@@ -102,6 +104,10 @@ class JobGraph:
                 raise GraphError(f"{path}: no such job-graph file; check the path.") from None
             except json.JSONDecodeError as exc:
                 raise GraphError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+            except UnicodeDecodeError:
+                raise GraphError(f"{path}: not a UTF-8 text file; a job graph is JSON text.") from None
+            except OSError as exc:
+                raise GraphError(f"{path}: cannot read the job-graph file ({exc.strerror or exc}); check the path.") from None
         if not isinstance(data, dict):
             raise GraphError(f"{where}: a job graph is a JSON object with 'vertices' and 'edges'.")
         unknown = sorted(set(data) - _GRAPH_FIELDS)
@@ -174,7 +180,7 @@ class JobGraph:
             if unknown:
                 raise GraphError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_EDGE_FIELDS))}.")
             for end, vid in (("from", src), ("to", dst)):
-                if vid not in kinds:
+                if not isinstance(vid, str) or vid not in kinds:
                     raise GraphError(f"{where}: '{end}' names no vertex ({vid!r}); declare it under 'vertices'.")
             default_partitioner = "forward" if parallelism[src] == parallelism[dst] else "rebalance"
             partitioner = raw.get("partitioner", default_partitioner)
@@ -185,7 +191,8 @@ class JobGraph:
                 raise GraphError(f"{where}: unknown exchange {exchange!r}; use pipelined or blocking.")
             if "gate" in raw:
                 gate = _int_field(raw, "gate", where)
-                assert gate is not None
+                if gate is None:
+                    raise GraphError(f"{where}: field 'gate' must be an integer, got null; leave it out for the default.")
             elif kinds[dst] in ONE_GATE_PER_INPUT:
                 gate = next_gate.get(dst, 0)
             else:
@@ -294,6 +301,8 @@ class JobGraph:
                 raise GraphError(f"{where}: max_parallelism {v.max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
             if self.job_max_parallelism is not None and not 1 <= self.job_max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
                 raise GraphError(f"job: max_parallelism {self.job_max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
+            if not 1 <= v.parallelism <= UPPER_BOUND_MAX_PARALLELISM:
+                raise GraphError(f"{where}: parallelism {v.parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
             limit = self.max_parallelism(v.id)
             if not 1 <= v.parallelism <= limit:
                 raise GraphError(f"{where}: parallelism {v.parallelism} is outside 1..max_parallelism ({limit}); lower it or raise max_parallelism.")
