@@ -1,0 +1,249 @@
+"""The exactly-once checks over recovery logs, as one Spark job.
+
+How the single pass works
+-------------------------
+Every check becomes a *branch* that turns the logs into "fault rows" of one shape
+``(check, rid, rows, d1, d2, d3, rin, rout)``; the branches are unioned, collapsed and ranked, and
+a single ``collect()`` of at most ``7 × sample`` rows brings back every count and every sample.
+Nothing is cached and nothing is computed twice: each branch reads only the columns it needs
+(Parquet column pruning) and shuffles once.
+
+* **rid branch** (lost, duplicated, phantom): input and output are *tagged and unioned* into
+  ``(rid, x)`` where an input row carries ``x = copies << 32`` and an output row ``x = 1``; one
+  aggregation by rid gives ``s = sum(x)`` and ``n = count(*)``, from which the expected copies
+  ``E = s >> 32``, the output rows ``A = s & 0xFFFFFFFF`` and the input rows ``I = n - A`` follow
+  exactly (for fewer than 2^31 copies and 2^32 output rows per rid). Packing the tag into one long
+  keeps the shuffled rows two columns wide. ``I = 0`` is a phantom (``A`` rows), ``A < E`` a loss
+  (``E - A`` rows), ``A > E`` a duplicate (``A - E`` rows).
+* **count branch**: output rows are hash-partitioned once by ``(key, counter)``; a first
+  aggregation by ``(key, counter, count)`` gives each count's multiplicity and a second by
+  ``(key, counter)`` — on the same partitioning, so without another shuffle — gives the rows
+  ``n``, the distinct counts ``>= 1`` ``d`` and the highest count ``mx``. A group is exactly
+  ``{1..n}`` iff ``n = d = mx``; otherwise ``mx - d`` counts are missing and ``n - d`` rows repeat
+  a count or hold an invalid one.
+* **order branch**: one window per ``(key, split, lane)`` ordered by ``commit_seq`` with the frame
+  ``RANGE BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING``: the highest offset of the strictly
+  earlier commits. Rows of one commit share ``commit_seq``, so they never see each other and
+  may be in any order; a row whose offset is lower than that maximum is reordered.
+* **txn branch**: ``(sink_subtask, txn, commit_seq)`` collapses map-side to one row per commit,
+  then ``(sink_subtask, txn)`` pairs with more than one distinct ``commit_seq`` are double commits.
+
+The union is aggregated by ``(check, rid)``: healthy rids all carry ``check = NULL`` and
+``rid = NULL``, so partial aggregation folds them into one row per partition before the shuffle
+(that row also carries the input and output record counts), and only fault rows travel on.
+A window per check, ordered by rid, then numbers the fault rows and sums the counts over the
+whole check; rows numbered beyond the sample size are dropped before ``collect()``.
+
+Rows lacking a column a check groups or orders by (a null key, split, offset, commit_seq, lane
+or counter) are left out of that check; a null ``count`` is a bad count.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import functions as F
+
+from model import logschema
+
+from .report import CHECKS
+
+RID_CHECKS = ("lost", "duplicated", "phantom")
+NULL_RID = "null_rid"  # input rows without a rid: malformed data, reported by the caller as an error
+_LOW32 = 0xFFFFFFFF
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    checks_run: tuple[str, ...]
+    checks_skipped: dict[str, str]
+    frame: DataFrame  # the fault rows, ranked and capped; collect() it once
+
+
+@dataclass(frozen=True, slots=True)
+class Totals:
+    """What one check's rows of the collected frame add up to."""
+
+    rows: int = 0
+    entries: int = 0
+    d1: int = 0
+    d2: int = 0
+    d3: int = 0
+    rin: int = 0
+    rout: int = 0
+
+
+def _lit(v: int) -> Column:
+    return F.lit(v).cast("long")
+
+
+def _faults(
+    check: Column | str,
+    rid: Column,
+    rows: Column,
+    *details: Column,
+    rin: Column | None = None,
+    rout: Column | None = None,
+) -> list[Column]:
+    d = list(details) + [_lit(0)] * (3 - len(details))
+    return [
+        (F.lit(check) if isinstance(check, str) else check).alias("check"),
+        rid.cast("long").alias("rid"),
+        rows.cast("long").alias("rows"),
+        d[0].cast("long").alias("d1"),
+        d[1].cast("long").alias("d2"),
+        d[2].cast("long").alias("d3"),
+        (rin if rin is not None else _lit(0)).cast("long").alias("rin"),
+        (rout if rout is not None else _lit(0)).cast("long").alias("rout"),
+    ]
+
+
+def rid_branch(inp: DataFrame, out: DataFrame) -> DataFrame:
+    """lost / duplicated / phantom, by one aggregation of the tagged union of input and output."""
+    copies = (
+        F.greatest(F.coalesce(F.col("copies"), F.lit(1)), F.lit(0)) if "copies" in inp.columns else F.lit(1)
+    )
+    tagged = inp.select("rid", F.shiftleft(copies.cast("long"), 32).alias("x")).unionByName(
+        out.select("rid", _lit(1).alias("x"))
+    )
+    per_rid = tagged.groupBy("rid").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
+    expected = F.shiftright(F.col("s"), 32)
+    found = F.col("s").bitwiseAND(F.lit(_LOW32))
+    in_rows = F.col("n") - found
+    check = (
+        F.when(F.col("rid").isNull() & (in_rows > 0), F.lit(NULL_RID))
+        .when(in_rows == 0, F.lit("phantom"))
+        .when(found < expected, F.lit("lost"))
+        .when(found > expected, F.lit("duplicated"))
+    )
+    rows = (
+        F.when(F.col("rid").isNull() & (in_rows > 0), in_rows)
+        .when(in_rows == 0, found)
+        .otherwise(F.abs(found - expected))
+    )
+    # Healthy rids get rid = NULL so that the collapse below folds them into one row.
+    rid = F.when(check.isNotNull(), F.col("rid"))
+    return per_rid.select(*_faults(check, rid, rows, rin=in_rows, rout=found))
+
+
+def count_branch(out: DataFrame) -> DataFrame:
+    """(counter, key) groups whose counts are not exactly 1..n."""
+    has_counter = "counter" in out.columns
+    group = ["key", "counter"] if has_counter else ["key"]
+    rows = out.where(F.col("key").isNotNull())
+    if has_counter:
+        rows = rows.where(F.col("counter").isNotNull())
+    # One shuffle by the group: both aggregations below find their input already clustered.
+    per_count = (
+        rows.select(*group, "count", "rid")
+        .repartition(*group)
+        .groupBy(*group, "count")
+        .agg(F.count(F.lit(1)).alias("m"), F.max("rid").alias("r"))
+    )
+    # Sample a rid where the run breaks: a repeated or invalid count first, else the highest count.
+    invalid = (F.col("m") > 1) | F.col("count").isNull() | (F.col("count") < 1)
+    rank = F.when(invalid, F.lit(2**62)).otherwise(F.col("count"))
+    per_group = per_count.groupBy(*group).agg(
+        F.sum("m").alias("n"),
+        F.count(F.when(F.col("count") >= 1, 1)).alias("d"),
+        F.max("count").alias("mx"),
+        F.max_by("r", rank).alias("sample"),
+    )
+    missing = F.greatest(F.coalesce(F.col("mx"), _lit(0)) - F.col("d"), _lit(0))
+    extra = F.col("n") - F.col("d")
+    bad = per_group.where((missing > 0) | (extra > 0))
+    return bad.select(*_faults("count_gaps", F.col("sample"), _lit(1), F.col("n"), missing, extra))
+
+
+def order_branch(out: DataFrame) -> DataFrame:
+    """Rows whose offset is below the highest offset of an earlier commit of their (key, split, lane)."""
+    has_lane = "lane" in out.columns
+    # key first: the sort behind the window compares a long prefix before any string.
+    group = ["key", "split", "lane"] if has_lane else ["key", "split"]
+    rows = out
+    for c in ["key", "split", "offset", "commit_seq"] + (["lane"] if has_lane else []):
+        rows = rows.where(F.col(c).isNotNull())
+    earlier = Window.partitionBy(*group).orderBy("commit_seq").rangeBetween(Window.unboundedPreceding, -1)
+    ranked = rows.select("rid", "offset", F.max("offset").over(earlier).alias("prev"))
+    return ranked.where(F.col("offset") < F.col("prev")).select(*_faults("reordered", F.col("rid"), _lit(1)))
+
+
+def txn_branch(out: DataFrame) -> DataFrame:
+    """(sink_subtask, txn) pairs that appear under more than one distinct commit_seq."""
+    rows = out.where(F.col("txn").isNotNull() & F.col("commit_seq").isNotNull())
+    per_commit = rows.groupBy("sink_subtask", "txn", "commit_seq").agg(
+        F.count(F.lit(1)).alias("m"), F.max("rid").alias("r")
+    )
+    per_txn = per_commit.groupBy("sink_subtask", "txn").agg(
+        F.count(F.lit(1)).alias("commits"),
+        F.sum("m").alias("n"),
+        F.max_by("r", "commit_seq").alias("sample"),  # a rid of the latest commit: the repeat
+    )
+    bad = per_txn.where(F.col("commits") > 1)
+    return bad.select(*_faults("double_commits", F.col("sample"), _lit(1), F.col("commits") - 1, F.col("n")))
+
+
+def _missing(columns: Sequence[str], needed: Sequence[str]) -> list[str]:
+    return [c for c in needed if c not in columns]
+
+
+def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
+    """Build (without running) the one job that computes every check that the columns allow."""
+    needs = {
+        "count_gaps": logschema.CHECK_COLUMNS["count_gaps"],
+        "reordered": logschema.CHECK_COLUMNS["reordered"],
+        "double_commits": logschema.CHECK_COLUMNS["double_commit"],
+    }
+    builders = {"count_gaps": count_branch, "reordered": order_branch, "double_commits": txn_branch}
+    branches = [rid_branch(inp, out)]
+    run: list[str] = list(RID_CHECKS)
+    skipped: dict[str, str] = {}
+    for check in CHECKS:
+        if check in RID_CHECKS:
+            continue
+        missing = _missing(out.columns, needs[check])
+        if missing:
+            cols = ", ".join(f"`{c}`" for c in missing)
+            skipped[check] = f"output has no {cols} column" + ("s" if len(missing) > 1 else "")
+            continue
+        run.append(check)
+        branches.append(builders[check](out))
+    union = branches[0]
+    for b in branches[1:]:
+        union = union.unionByName(b)
+    sums = [F.sum(c).alias(c) for c in ("rows", "d1", "d2", "d3", "rin", "rout")]
+    collapsed = union.groupBy("check", "rid").agg(*sums)
+    per_check = Window.partitionBy("check")
+    ordered = per_check.orderBy(F.col("rid").asc_nulls_last())
+    whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
+    ranked = collapsed.select(
+        "check",
+        "rid",
+        F.row_number().over(ordered).alias("rn"),
+        F.count(F.lit(1)).over(whole).alias("entries"),
+        *[F.sum(c).over(whole).alias(f"t_{c}") for c in ("rows", "d1", "d2", "d3", "rin", "rout")],
+    )
+    return Plan(tuple(run), skipped, ranked.where(F.col("rn") <= max(1, sample)))
+
+
+def summarise(rows: Sequence, sample: int) -> tuple[dict[str | None, Totals], dict[str, list[int]]]:
+    """Fold the collected rows into totals per check (None: the healthy rids) and samples."""
+    totals: dict[str | None, Totals] = {}
+    samples: dict[str, list[int]] = {}
+    for r in rows:
+        check = r["check"]
+        if check not in totals:
+            totals[check] = Totals(
+                int(r["t_rows"] or 0),
+                int(r["entries"] or 0),
+                int(r["t_d1"] or 0),
+                int(r["t_d2"] or 0),
+                int(r["t_d3"] or 0),
+                int(r["t_rin"] or 0),
+                int(r["t_rout"] or 0),
+            )
+        if check is not None and r["rid"] is not None:
+            samples.setdefault(check, []).append(int(r["rid"]))
+    return totals, {k: sorted(v)[:sample] for k, v in samples.items()}

@@ -1,0 +1,191 @@
+"""Building the SparkSession that validation and log synthesis run in.
+
+One session per process: Spark allows a single SparkContext per JVM, so :func:`get_session`
+reuses a running session (the test suite shares one) and only builds a new one when none runs.
+
+Java is checked before PySpark tries to launch it, because PySpark's own failure is a long
+traceback about a gateway; the user gets one sentence instead (:class:`EnvironmentProblem`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+from model.errors import EnvironmentProblem
+
+JAVA_HINT = (
+    "Java 17 or newer is needed to run Spark; install it (for example `apt-get install "
+    "openjdk-17-jre-headless`) and put `java` on PATH or set JAVA_HOME."
+)
+
+# Spark prints INFO/WARN chatter (and, in a PySpark "shell", a banner about the default log level)
+# to the terminal. An explicit log4j2 configuration at ERROR silences both; the loggers named
+# below are the ones Spark consults to decide the shell's level.
+_LOG4J2 = """\
+rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
+logger.submit.name = org.apache.spark.deploy.SparkSubmit
+logger.submit.level = error
+logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
+logger.gateway.level = error
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
+"""
+
+DEFAULT_MASTER = "local[*]"
+# Aim for shuffle partitions of about this much input; AQE coalesces small ones after the fact.
+TARGET_PARTITION_BYTES = 48 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class JavaInfo:
+    path: str
+    major: int
+
+
+def find_java() -> JavaInfo:
+    """Locate the java that PySpark will launch (JAVA_HOME first, then PATH) and check it runs."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home:
+        # Spark's launcher uses JAVA_HOME unconditionally when it is set, so a broken one is fatal
+        # even with a good java on PATH.
+        p = Path(java_home) / "bin" / "java"
+        if not (p.is_file() and os.access(p, os.X_OK)):
+            raise EnvironmentProblem(f"JAVA_HOME={java_home} has no bin/java. {JAVA_HINT}")
+        candidate: str | None = str(p)
+    else:
+        candidate = shutil.which("java")
+    if candidate is None:
+        raise EnvironmentProblem(f"no `java` is on PATH and JAVA_HOME is not set. {JAVA_HINT}")
+    try:
+        proc = subprocess.run([candidate, "-version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise EnvironmentProblem(f"{candidate} cannot be run ({exc}). {JAVA_HINT}") from None
+    text = proc.stderr + proc.stdout
+    m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if proc.returncode != 0 or m is None:
+        raise EnvironmentProblem(f"{candidate} does not run (`java -version` failed). {JAVA_HINT}")
+    major = int(m.group(1))
+    if major == 1 and m.group(2):  # "1.8.0" style
+        major = int(m.group(2))
+    if major < 17:
+        raise EnvironmentProblem(f"{candidate} is Java {major}. {JAVA_HINT}")
+    return JavaInfo(candidate, major)
+
+
+def _log4j2_file() -> Path:
+    digest = hashlib.sha256(_LOG4J2.encode()).hexdigest()[:12]
+    path = Path(tempfile.gettempdir()) / f"cutcheck-log4j2-{digest}.properties"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(_LOG4J2)
+        os.replace(tmp, path)
+    return path
+
+
+def default_driver_memory() -> str:
+    """40% of physical memory, between 1 and 8 GiB: enough to keep the aggregations in memory."""
+    try:
+        total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return "2g"
+    gib = max(1, min(8, int(total * 0.4 / 2**30)))
+    return f"{gib}g"
+
+
+def shuffle_partitions(data_bytes: int, cores: int) -> int:
+    """Shuffle partitions sized from the data: about TARGET_PARTITION_BYTES of input each.
+
+    Never fewer than the cores (so every core works), never more than 4000 (task overhead).
+    A multiple of the core count keeps the last wave of tasks full.
+    """
+    cores = max(1, cores)
+    wanted = max(cores, math.ceil(data_bytes / TARGET_PARTITION_BYTES))
+    return min(4000, math.ceil(wanted / cores) * cores)
+
+
+def active_session():  # -> SparkSession | None
+    from pyspark.sql import SparkSession
+
+    spark = SparkSession.getActiveSession()
+    if spark is None:
+        spark = SparkSession._instantiatedSession  # the default session of this process, if any
+    if spark is None or spark.sparkContext._jsc is None:  # stopped
+        return None
+    return spark
+
+
+def build_session(
+    master: str | None = None,
+    driver_memory: str | None = None,
+    app_name: str = "cutcheck",
+    shuffle_partitions: int | None = None,
+):  # -> SparkSession
+    """A new SparkSession: local[*] by default, AQE on, UI off, logs at ERROR.
+
+    ``driver_memory`` only takes effect when this call starts the JVM (Spark fixes it at launch).
+    """
+    find_java()
+    from pyspark.sql import SparkSession
+
+    mem = driver_memory or default_driver_memory()
+    builder = (
+        SparkSession.builder.appName(app_name)
+        .master(master or DEFAULT_MASTER)
+        .config("spark.driver.memory", mem)
+        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_log4j2_file()}")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "true")
+        .config("spark.sql.adaptive.coalescePartitions.enabled", "true")
+        .config("spark.sql.adaptive.advisoryPartitionSizeInBytes", str(TARGET_PARTITION_BYTES))
+        # Validation reads each input column once per check family; a wide scan split keeps the
+        # number of scan tasks (and per-task overhead) low on small machines.
+        .config("spark.sql.files.maxPartitionBytes", str(128 * 1024 * 1024))
+    )
+    if shuffle_partitions:
+        builder = builder.config("spark.sql.shuffle.partitions", str(shuffle_partitions))
+    if (master or DEFAULT_MASTER).startswith("local"):
+        # Local mode: the driver is the only executor; bind to loopback so a machine whose
+        # hostname does not resolve still starts.
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
+    try:
+        spark = builder.getOrCreate()
+    except Exception as exc:  # PySpark raises its own runtime errors when the JVM cannot start
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EnvironmentProblem(f"Spark could not start ({first}). {JAVA_HINT}") from None
+    spark.sparkContext.setLogLevel("ERROR")
+    return spark
+
+
+def get_session(master: str | None = None, driver_memory: str | None = None, app_name: str = "cutcheck"):
+    """The running session when there is one (and it matches ``master``), else a new one."""
+    spark = active_session()
+    if spark is None:
+        return build_session(master=master, driver_memory=driver_memory, app_name=app_name)
+    running = spark.sparkContext.master
+    if master is not None and master != running:
+        raise EnvironmentProblem(
+            f"a Spark session with master {running} already runs in this process and Spark allows one; "
+            f"stop it or run with --master {running}."
+        )
+    return spark
+
+
+def cores(spark) -> int:
+    return max(1, int(spark.sparkContext.defaultParallelism))
