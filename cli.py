@@ -191,6 +191,56 @@ def _dot_text(job: Any) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _layout(job: Any) -> dict[str, tuple[float, float]]:
+    """Layers by topological generation, left to right; within a layer, ordered by the mean height
+    of each vertex's producers (barycenter), so that edges cross less."""
+    import networkx as nx
+
+    order = {v.id: i for i, v in enumerate(job.vertices)}
+    pos: dict[str, tuple[float, float]] = {}
+    for x, layer in enumerate(nx.topological_generations(job.graph)):
+        def height(vid: str) -> tuple[float, int]:
+            ys = [pos[e.source][1] for e in job.in_edges(vid)]
+            return (-sum(ys) / len(ys) if ys else 0.0, order[vid])
+
+        ranked = sorted(layer, key=height)
+        for y, vid in enumerate(ranked):
+            pos[vid] = (x * 3.0, ((len(ranked) - 1) / 2.0 - y) * 1.6)
+    return pos
+
+
+def _edge_rads(job: Any, pos: dict[str, tuple[float, float]]) -> dict[int, float]:
+    """Curvature per edge: the least bend whose arc passes no other vertex; parallel edges fan out."""
+    half = 0.62  # a node's half side in data units (equal aspect), plus a margin
+
+    def overlap(u: str, v: str, rad: float) -> float:
+        """How deep the arc u -> v cuts into other vertices (0 when it passes them all)."""
+        (x1, y1), (x2, y2) = pos[u], pos[v]
+        cx, cy = (x1 + x2) / 2 + rad * (y2 - y1), (y1 + y2) / 2 - rad * (x2 - x1)  # matplotlib's arc3
+        points = []
+        for i in range(1, 40):
+            t = i / 40
+            points.append(((1 - t) ** 2 * x1 + 2 * t * (1 - t) * cx + t * t * x2,
+                           (1 - t) ** 2 * y1 + 2 * t * (1 - t) * cy + t * t * y2))
+        return sum(
+            max(max(0.0, half - max(abs(px - wx), abs(py - wy))) for px, py in points)
+            for w, (wx, wy) in pos.items()
+            if w not in (u, v)
+        )
+
+    by_pair: dict[tuple[str, str], list[int]] = {}
+    for e in job.edges:
+        by_pair.setdefault((e.source, e.target), []).append(e.key)
+    rads: dict[int, float] = {}
+    for (u, v), keys in by_pair.items():
+        spread = [0.0] if len(keys) == 1 else [-0.35 + 0.7 * i / (len(keys) - 1) for i in range(len(keys))]
+        candidates = [0.0, 0.2, -0.2, 0.35, -0.35, 0.5, -0.5, 0.7, -0.7, 0.9, -0.9]
+        base = min(candidates, key=lambda r: (round(sum(overlap(u, v, r + d) for d in spread), 3), candidates.index(r)))
+        for key, d in zip(keys, spread, strict=True):
+            rads[key] = base + d
+    return rads
+
+
 def _draw_png(job: Any, path: Path) -> None:
     """Draw the job graph left to right by topological generation and write it atomically."""
     import networkx as nx
@@ -198,27 +248,26 @@ def _draw_png(job: Any, path: Path) -> None:
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    layers = [sorted(layer) for layer in nx.topological_generations(job.graph)]
-    pos: dict[str, tuple[float, float]] = {}
-    for x, layer in enumerate(layers):
-        for y, vid in enumerate(layer):
-            pos[vid] = (x * 3.0, (len(layer) - 1) / 2.0 - y * 1.6)
+    pos = _layout(job)
+    layers = list(nx.topological_generations(job.graph))
     height = max(len(layer) for layer in layers)
     fig = Figure(figsize=(max(6.0, 3.2 * len(layers)), max(3.5, 1.9 * height + 1.5)), dpi=110)
     FigureCanvasAgg(fig)
     ax = fig.add_subplot(1, 1, 1)
+    ax.set_aspect("equal", adjustable="datalim")
     ax.set_title(f"{job.name}: {len(job.vertices)} vertices, {len(job.edges)} edges", fontsize=12)
 
     simple = nx.DiGraph()
     simple.add_nodes_from(job.graph.nodes)
     node_size = 5200
+    rads = _edge_rads(job, pos)
     # Edges: one draw per edge so that parallel edges get their own curvature and label.
     by_pair: dict[tuple[str, str], list[Any]] = {}
     for e in job.edges:
         by_pair.setdefault((e.source, e.target), []).append(e)
     for (u, v), edges in by_pair.items():
-        for i, e in enumerate(edges):
-            rad = 0.0 if len(edges) == 1 else 0.35 * (i - (len(edges) - 1) / 2) * 2 / max(1, len(edges) - 1)
+        for e in edges:
+            rad = rads[e.key]
             style = f"arc3,rad={rad:.2f}"
             blocking = e.exchange == "blocking"
             nx.draw_networkx_edges(
