@@ -44,7 +44,7 @@ def user_errors(fn: F) -> F:
         try:
             return fn(*args, **kwargs)
         except CutcheckError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False)
+            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)  # one line, never folded
             raise typer.Exit(2) from None
 
     return wrapper  # type: ignore[return-value]

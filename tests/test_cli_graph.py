@@ -33,7 +33,8 @@ def assert_user_error(result: object, *fragments: str) -> str:
     """Exit 2, nothing on stdout, one 'error: ...' sentence on stderr, no traceback."""
     assert result.exit_code == 2, (result.exit_code, result.stdout, result.stderr)
     assert result.exception is None or isinstance(result.exception, SystemExit)
-    text = " ".join(result.stderr.split())
+    text = result.stderr.strip()
+    assert "\n" not in text  # one line, not folded at the terminal width
     assert text.startswith("error: ") and text.endswith(".")
     assert "Traceback" not in result.stderr + result.stdout
     for fragment in fragments:
@@ -96,7 +97,8 @@ def test_bad_file_in_a_real_process(bad_files: dict[str, Path]) -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert "Traceback" not in proc.stderr
-    text = " ".join(proc.stderr.split())
+    text = proc.stderr.strip()
+    assert "\n" not in text
     assert text.startswith("error: ") and str(bad) in text and "not valid JSON" in text
 
 
