@@ -18,6 +18,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
+from model.execution import ExecutionGraph
 from model.graph import JobGraph
 
 MAX_PARALLELISM = 8
@@ -37,20 +38,21 @@ def _pick(draw: Any, options: tuple[str, ...], src_p: int, dst_p: int) -> str:
 @st.composite
 def job_graph_dicts(
     draw: Any,
-    max_parallelism: int = MAX_PARALLELISM,
+    max_vertex_parallelism: int = MAX_PARALLELISM,
     blocking: bool = True,
     max_middle: int = 4,
 ) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict.
 
-    ``blocking=False`` keeps every exchange pipelined (a streaming job); otherwise some graphs mix
-    in blocking exchanges.
+    Vertex parallelism is 1..``max_vertex_parallelism``; ``blocking=False`` keeps every exchange
+    pipelined (a streaming job), otherwise some graphs mix in blocking exchanges; ``max_middle``
+    bounds the vertices between sources and sinks.
     """
     vertices: list[dict[str, Any]] = []
     edges: list[dict[str, Any]] = []
     par: dict[str, int] = {}
     kind_of: dict[str, str] = {}
-    p = st.integers(1, max_parallelism)
+    p = st.integers(1, max_vertex_parallelism)
     blocking_share = draw(st.sampled_from([0.0, 0.0, 0.3, 0.6])) if blocking else 0.0
 
     def exchange() -> str:
@@ -123,7 +125,7 @@ def job_graph_dicts(
         connect(sink, "sink", [vid])
 
     graph: dict[str, Any] = {"name": "generated", "vertices": vertices, "edges": edges}
-    job_max = draw(st.sampled_from([None, None, max_parallelism, 16, 128]))
+    job_max = draw(st.sampled_from([None, None, max_vertex_parallelism, 16, 128]))
     if job_max is not None:
         graph["max_parallelism"] = job_max
     return graph
@@ -132,3 +134,8 @@ def job_graph_dicts(
 def job_graphs(**kwargs: Any) -> st.SearchStrategy[JobGraph]:
     """Valid ``JobGraph`` objects (see :func:`job_graph_dicts` for the options)."""
     return job_graph_dicts(**kwargs).map(JobGraph.from_json)
+
+
+def execution_graphs(**kwargs: Any) -> st.SearchStrategy[ExecutionGraph]:
+    """Execution graphs of valid job graphs at their own parallelisms."""
+    return job_graphs(**kwargs).map(ExecutionGraph)
