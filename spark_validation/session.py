@@ -10,6 +10,7 @@ traceback about a gateway; the user gets one sentence instead (:class:`Environme
 from __future__ import annotations
 
 import hashlib
+import logging
 import math
 import os
 import re
@@ -173,8 +174,16 @@ def build_session(
     return spark
 
 
+def quiet_python_loggers() -> None:
+    """PySpark logs every SQL error with its query context as JSON before raising it; the errors
+    still reach us (and become one sentence), so the duplicate JSON on stderr is only noise."""
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
 def get_session(master: str | None = None, driver_memory: str | None = None, app_name: str = "cutcheck"):
     """The running session when there is one (and it matches ``master``), else a new one."""
+    quiet_python_loggers()
     spark = active_session()
     if spark is None:
         return build_session(master=master, driver_memory=driver_memory, app_name=app_name)
