@@ -1,0 +1,198 @@
+"""Barrier handling: one small class per handler state, whose methods are the events.
+
+Modelled on Flink's ``SingleCheckpointBarrierHandler`` states (facts §3.4–§3.6):
+
+* ``WaitingForFirstBarrier``: idle; the first barrier decides what follows.
+* ``CollectingBarriers``: aligned; each channel blocks at its barrier, the snapshot comes after the last.
+* ``CollectingBarriersUnaligned``: the snapshot was taken at the first barrier; channels whose barrier
+  has not arrived keep persisting their pre-barrier data as input state.
+* ``TrackingBarriers``: at-least-once; nothing blocks, the snapshot comes after the last barrier.
+
+Each method returns the next state. The task (``reference.tasks.Task``) supplies the effects:
+``take_snapshot``, ``capture_input_state``, ``block``/``unblock`` and ``acknowledge``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from reference.network import Barrier, InputChannel
+
+if TYPE_CHECKING:
+    from reference.tasks import Task
+
+
+class HandlerState:
+    cp: int = -1
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        raise NotImplementedError
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        return self
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        return self
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        return self
+
+
+def _unaligned(task: Task, b: Barrier) -> bool:
+    """A barrier is handled unaligned if it is a priority barrier or a timeoutable one already timed out."""
+    return b.priority or (b.options == "timeoutable" and task.timed_out(b))
+
+
+class WaitingForFirstBarrier(HandlerState):
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp <= task.last_cp:
+            return self  # a late barrier of a checkpoint this task already finished or aborted
+        if b.options == "at_least_once":
+            return TrackingBarriers(b).barrier_received(task, ch, b)
+        if _unaligned(task, b):
+            return CollectingBarriersUnaligned.start(task, b, first=ch)
+        return CollectingBarriers(b).barrier_received(task, ch, b)
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        # Before any barrier was taken: announced (queued) barriers are prioritised and the
+        # checkpoint continues unaligned (AlternatingWaitingForFirstBarrier.alignedCheckpointTimeout).
+        queued = task.queued_barrier(cp)
+        if queued is None or queued.options != "timeoutable":
+            return self
+        return CollectingBarriersUnaligned.start(task, queued, first=None)
+
+
+class CollectingBarriers(HandlerState):
+    """Aligned: block each channel at its barrier; snapshot after the last one."""
+
+    def __init__(self, b: Barrier):
+        self.barrier = b
+        self.cp = b.cp
+        self.received: set[int] = set()
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp > self.cp:
+            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.unblock_all()
+            return WaitingForFirstBarrier().barrier_received(task, ch, b)
+        if b.cp < self.cp:
+            return self
+        if _unaligned(task, b) and self.barrier.options == "timeoutable":
+            self.received.add(ch.index_in_task)
+            return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+        task.block(ch)
+        self.received.add(ch.index_in_task)
+        return self._maybe_complete(task)
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        self.received.add(ch.index_in_task)
+        return self._maybe_complete(task)
+
+    def _maybe_complete(self, task: Task) -> HandlerState:
+        if not task.all_received(self.received):
+            return self
+        task.take_snapshot(self.barrier, unaligned=False)
+        task.unblock_all()
+        task.input_side_done(self.cp)
+        return WaitingForFirstBarrier()
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp or self.barrier.options != "timeoutable":
+            return self  # forced-aligned barriers never time out
+        return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp:
+            return self
+        task.unblock_all()
+        return WaitingForFirstBarrier()
+
+
+class CollectingBarriersUnaligned(HandlerState):
+    """The snapshot is taken; wait for the remaining barriers while persisting pre-barrier input."""
+
+    def __init__(self, b: Barrier, received: set[int]):
+        self.barrier = b
+        self.cp = b.cp
+        self.received = received
+
+    @classmethod
+    def start(cls, task: Task, b: Barrier, first: InputChannel | None) -> HandlerState:
+        received: set[int] = set() if first is None else {first.index_in_task}
+        received |= task.prioritise_queued_barriers(b.cp)
+        task.take_snapshot(b, unaligned=True, received=received, first=first)
+        return cls(b, received)._maybe_complete(task)
+
+    @classmethod
+    def switch(cls, task: Task, b: Barrier, received: set[int]) -> HandlerState:
+        """Aligned → unaligned on timeout (AlternatingCollectingBarriers.alignedCheckpointTimeout).
+
+        Channels already blocked stay blocked until the checkpoint finishes at this task.
+        """
+        received = set(received) | task.prioritise_queued_barriers(b.cp)
+        task.take_snapshot(b, unaligned=True, received=received)
+        return cls(b, received)._maybe_complete(task)
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp > self.cp:
+            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.stop_persisting()
+            task.unblock_all()
+            return WaitingForFirstBarrier().barrier_received(task, ch, b)
+        if b.cp < self.cp:
+            return self
+        self.received.add(ch.index_in_task)
+        ch.persisting = None
+        return self._maybe_complete(task)
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        self.received.add(ch.index_in_task)
+        ch.persisting = None
+        return self._maybe_complete(task)
+
+    def _maybe_complete(self, task: Task) -> HandlerState:
+        if not task.all_received(self.received):
+            return self
+        task.stop_persisting()
+        task.unblock_all()
+        task.input_side_done(self.cp)
+        return WaitingForFirstBarrier()
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp:
+            return self
+        task.stop_persisting()
+        task.unblock_all()
+        return WaitingForFirstBarrier()
+
+
+class TrackingBarriers(HandlerState):
+    """At-least-once (CheckpointBarrierTracker): count barriers, never block; snapshot after the last."""
+
+    def __init__(self, b: Barrier):
+        self.barrier = b
+        self.cp = b.cp
+        self.received: set[int] = set()
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp > self.cp:
+            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            return WaitingForFirstBarrier().barrier_received(task, ch, b)
+        if b.cp < self.cp:
+            return self
+        self.received.add(ch.index_in_task)
+        return self._maybe_complete(task)
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        self.received.add(ch.index_in_task)
+        return self._maybe_complete(task)
+
+    def _maybe_complete(self, task: Task) -> HandlerState:
+        if not task.all_received(self.received):
+            return self
+        task.take_snapshot(self.barrier, unaligned=False)
+        task.input_side_done(self.cp)
+        return WaitingForFirstBarrier()
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        return WaitingForFirstBarrier() if cp == self.cp else self

@@ -1,0 +1,340 @@
+"""The reference engine: a deterministic scheduler over tasks, channels, the coordinator and sinks.
+
+Each step the engine lists the enabled actions (a task processes a buffer or handles a priority
+event, a source produces, a subpartition transmits, an output flusher fires, a completion
+notification is delivered), and one chooser picks one. Timers (checkpoint trigger, alignment
+timeout, checkpoint expiry, scheduled failures) fire when their step comes, not by choice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from model.execution import ExecutionGraph, SubtaskId
+from model.graph import JobGraph
+from reference.coordinator import Coordinator
+from reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
+from reference.mutations import Mutants
+from reference.network import Barrier, Buf, EndOfChannelState, EndOfPartition, OutputSubpartition
+from reference.operators import InvariantViolation
+from reference.oracle import Oracle
+from reference.records import Expectations
+from reference.scenario import Scenario
+from reference.scheduler import Chooser, SeededChooser
+from reference.sinks import TransactionStore
+from reference.snapshots import convert_timed_out_barrier, snapshot_task
+from reference.storage import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
+from reference.tasks import Task
+from reference.wiring import build_runtime
+
+
+class Engine:
+    def __init__(self, scenario: Scenario, *, chooser: Chooser | None = None, storage: CheckpointStorage | None = None,
+                 trace: bool = False, log_sink: Any = None, max_steps: int | None = None):
+        self.scenario = scenario
+        self.graph: JobGraph = scenario.graph
+        self.mutants = Mutants.of(list(scenario.mutants))
+        self.chooser = chooser or SeededChooser(scenario.seed)
+        self.max_steps = max_steps if max_steps is not None else scenario.max_steps
+        self.step = 0
+        self.attempt = 0
+        self.vertex_index = {v.id: i for i, v in enumerate(self.graph.vertices)}
+        self.expect = Expectations.of(self.graph)
+        self.layouts = self.expect.layouts
+        self.order_edges = order_checked_edges(self.graph)
+        self.logs = log_sink
+        self.oracle = Oracle(self.expect, self.graph, self.logs)
+        self.store = TransactionStore(self.oracle.on_commit)
+        self.storage = storage or InMemoryStorage()
+        self.coordinator = Coordinator(self, self.storage)
+        self.tracing = trace
+        self.traces: dict[tuple[int, int, int], list] = {}
+        self.trace_archive: list[dict[tuple[int, int, int], list]] = []
+        self.alignment_steps: dict[int, int] = {}
+        self.inflight_at_trigger: dict[int, int] = {}
+        self.notifications: list[tuple[Task, int]] = []
+        self.next_trigger = scenario.checkpoint.interval
+        self.fired_failures: set[int] = set()
+        self.failure_due: dict[int, int] = {}
+        self.restarts = 0
+        self.restore_reports: list[dict[str, Any]] = []
+        self.finished = False
+        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
+        self.parallelism: dict[str, int] = {v.id: v.parallelism for v in self.graph.vertices}
+        self._build(None)
+
+    # ------------------------------------------------------------------ set-up
+    def _build(self, restored: CompletedCheckpoint | None, new_parallelism: dict[str, int] | None = None) -> None:
+        if new_parallelism:
+            self.parallelism.update(new_parallelism)
+        self.exec_graph = ExecutionGraph(self.graph, self.parallelism)
+        self.edge_unaligned = {e.key: self.exec_graph.edge_supports_unaligned(e.key) for e in self.graph.edges}
+        self.tasks, self.subpartitions = build_runtime(self)
+        if restored is not None:
+            from reference.recovery import restore_state
+
+            report = restore_state(self, restored)
+            self.restore_reports.append(report)
+
+    def event(self, kind: str, detail: str = "") -> None:
+        if self.logs is not None:
+            self.logs.event(self.step, self.attempt, kind, detail)
+        for listener in self.listeners:
+            listener(kind, {"step": self.step, "attempt": self.attempt, "detail": detail})
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> None:
+        while not self.finished:
+            if self.step >= self.max_steps:
+                raise InvariantViolation("LIVENESS", f"the job did not finish within {self.max_steps} steps")
+            self.tick()
+
+    def tick(self) -> bool:
+        """One step: fire due timers, then one chosen action. Returns False when the job is done."""
+        self._fire_timers()
+        if self.finished:
+            return False
+        actions = self.enabled_actions()
+        if not actions:
+            if self._job_done():
+                self.finished = True
+                self.event("finished")
+                return False
+            nxt = self._next_timer()
+            if nxt is None:
+                raise InvariantViolation("LIVENESS", f"deadlock at step {self.step}: no action is enabled")
+            self.step = max(self.step + 1, nxt)
+            return True
+        weights = [a[0] for a in actions]
+        _, fn, arg = actions[self.chooser.choose(weights)]
+        fn(arg)
+        self.step += 1
+        return True
+
+    def enabled_actions(self) -> list[tuple[int, Callable[[Any], None], Any]]:
+        sched = self.scenario.schedule
+        fast, slow = (sched.slowdown, 1) if sched.policy == "backpressure" else (1, 1)
+        acts: list[tuple[int, Callable[[Any], None], Any]] = []
+        for t in self.tasks.values():
+            w = slow if t.sid.vertex == sched.slow else fast
+            if t.pending_priority:
+                acts.append((fast, self._do_priority, t))
+                continue
+            if t.direct_triggers and (t.vertex.kind == "source" or t.finished):
+                acts.append((fast, self._do_direct_checkpoint, t))
+            if t.vertex.kind == "source":
+                if not t.finished and t.output_available():
+                    acts.append((w, self._do_produce, t))
+            else:
+                avail = None
+                for ch in t.channels:
+                    if t.readable(ch):
+                        head = ch.recovered[0] if ch.recovered else ch.queue[0]
+                        if isinstance(head, Buf):
+                            if avail is None:
+                                avail = t.output_available()
+                            if not avail:
+                                continue
+                        acts.append((w, self._do_process, (t, ch)))
+            if t.has_unflushed():
+                acts.append((sched.flush_weight, self._do_flush, t))
+        for sp in self.subpartitions:
+            if sp.queue and self._can_transmit(sp):
+                acts.append((fast, self._do_transmit, sp))
+        for note in self.notifications:
+            acts.append((fast, self._do_notify, note))
+        return acts
+
+    # ------------------------------------------------------------------ actions
+    def _do_priority(self, t: Task) -> None:
+        t.handle_priority()
+
+    def _do_produce(self, t: Task) -> None:
+        src = t.op
+        budget = max(1, self.scenario.network.buffer_bytes // self.scenario.network.record_bytes)
+        src.produce(budget)  # type: ignore[attr-defined]
+        if src.exhausted():  # type: ignore[attr-defined]
+            t.finish()
+
+    def _do_process(self, arg: tuple[Task, Any]) -> None:
+        t, ch = arg
+        t.process(ch)
+
+    def _do_flush(self, t: Task) -> None:
+        t.flush()
+
+    def _do_direct_checkpoint(self, t: Task) -> None:
+        b = t.direct_triggers.pop(0)
+        if b.cp in self.coordinator.pending:
+            snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
+
+    def _can_transmit(self, sp: OutputSubpartition) -> bool:
+        head = sp.queue[0]
+        ch = sp.channel
+        if ch.gate.recovering():
+            return False
+        if isinstance(head, Barrier) and head.priority:
+            return True
+        if sp.blocked:
+            return False
+        if isinstance(head, Buf):
+            return ch.gate.can_receive(ch)
+        return True
+
+    def _do_transmit(self, sp: OutputSubpartition) -> None:
+        head = sp.queue.popleft()
+        ch = sp.channel
+        if isinstance(head, Buf):
+            ch.gate.take_buffer(ch)
+            ch.queue.append(head)
+            sp.transmitted += len(head.recs)
+            sp.partition.in_use -= 1
+            if sp.trace is not None:
+                sp.trace.append(("transmit", len(head.recs)))
+            if ch.persisting is not None:
+                snap = ch.task.snapshots.get(ch.persisting)
+                if snap is not None:
+                    snap.input_state.setdefault(ch.task.channel_key(ch), []).append(Buf(head.recs, head.seq0, head.origin))
+        elif isinstance(head, Barrier):
+            if head.priority:
+                ch.priority.append(head)
+                ch.task.pending_priority += 1
+                ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
+                ch.persisting = None
+            else:
+                ch.queue.append(head)
+                if head.options != "at_least_once":
+                    sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
+                if ch.persisting == head.cp:
+                    ch.persisting = None
+                if sp.trace is not None:
+                    sp.trace.append(("transmit_barrier", head.cp))
+                if head.options == "timeoutable":
+                    snap = sp.task.snapshots.get(head.cp)
+                    if snap is not None:
+                        snap.outputs_pending -= 1
+                        self.maybe_acknowledge(sp.task, snap)
+        elif isinstance(head, EndOfChannelState):
+            ch.queue.append(head)
+            sp.blocked = True
+        elif isinstance(head, EndOfPartition):
+            ch.queue.append(head)
+
+    def _do_notify(self, note: tuple[Task, int]) -> None:
+        self.notifications.remove(note)
+        t, cp = note
+        if t.vertex.kind == "sink":
+            t.op.notify_complete(cp)  # type: ignore[attr-defined]
+
+    # ------------------------------------------------------------------ checkpoints
+    def maybe_acknowledge(self, t: Task, snap: Any) -> None:
+        if snap.acked or not snap.input_done or snap.outputs_pending > 0:
+            return
+        snap.acked = True
+        self.coordinator.acknowledge(snap)
+
+    def timed_out(self, cp: int) -> bool:
+        p = self.coordinator.pending.get(cp)
+        t = self.scenario.checkpoint.timeout
+        return p is not None and t is not None and p.options == "timeoutable" and self.step - p.trigger_step > t
+
+    def trigger_checkpoint(self, kind: str = "checkpoint") -> int:
+        cp = self.coordinator.trigger(kind)
+        self.event("trigger", f"checkpoint {cp} ({kind}, {self.coordinator.options(cp)})")
+        self.inflight_at_trigger[cp] = self.inflight_bytes()
+        b = Barrier(cp, kind, self.coordinator.options(cp), self.step)
+        for t in self.tasks.values():
+            upstream_done = all(self.tasks[u].terminated() for u in self.upstream_of(t))
+            if t.terminated():
+                snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
+            elif t.vertex.kind == "source" or t.finished or upstream_done:
+                t.direct_triggers.append(b)
+        return cp
+
+    def upstream_of(self, t: Task) -> list[SubtaskId]:
+        return sorted({SubtaskId(e_src, ch.producer) for ch in t.channels for e_src in [self.graph.edge(ch.edge).source]})
+
+    def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
+        self.event("complete", f"checkpoint {done.cp}")
+        for t in self.tasks.values():
+            for cp in [c for c in t.snapshots if c <= done.cp]:
+                del t.snapshots[cp]
+            self.notifications.append((t, done.cp))
+        for i, f in enumerate(self.scenario.failures):
+            if f.after_checkpoint == done.cp and i not in self.fired_failures and i not in self.failure_due:
+                self.failure_due[i] = self.step + f.delay
+
+    def on_abort(self, cp: int) -> None:
+        self.event("abort", f"checkpoint {cp}")
+        for t in self.tasks.values():
+            t.handler = t.handler.abort(t, cp)
+            t.snapshots.pop(cp, None)
+            t.direct_triggers = [b for b in t.direct_triggers if b.cp != cp]
+            t.last_cp = max(t.last_cp, cp)
+
+    def check_cut(self, done: CompletedCheckpoint) -> None:
+        if self.scenario.checkpoint.mode != "at_least_once":
+            check_cut_of_checkpoint(self, done)
+
+    def inflight_bytes(self) -> int:
+        rb = self.scenario.network.record_bytes
+        total = 0
+        for sp in self.subpartitions:
+            total += sum(len(x.recs) for x in sp.queue if isinstance(x, Buf)) + len(sp.current or ())
+            total += sum(len(x.recs) for x in sp.channel.queue if isinstance(x, Buf))
+        return total * rb
+
+    # ------------------------------------------------------------------ timers
+    def _fire_timers(self) -> None:
+        c = self.coordinator
+        for i, f in enumerate(self.scenario.failures):
+            if i in self.fired_failures:
+                continue
+            due = f.at_step if f.at_step is not None else self.failure_due.get(i)
+            if due is not None and self.step >= due:
+                self.fired_failures.add(i)
+                self.fail(f.target, failure_index=i)
+                return
+        c.expire(self.step)
+        for cp, p in list(c.pending.items()):
+            if p.options == "timeoutable" and not p.timeout_fired and self.timed_out(cp):
+                p.timeout_fired = True
+                self.event("alignment_timeout", f"checkpoint {cp}")
+                for t in self.tasks.values():
+                    convert_timed_out_barrier(t, cp)
+                for t in self.tasks.values():
+                    if cp in c.pending:
+                        t.handler = t.handler.alignment_timeout(t, cp)
+        all_done = all(t.terminated() for t in self.tasks.values())
+        if all_done and not c.pending and self._sinks_pending():
+            self.trigger_checkpoint()  # the final checkpoint that commits the end of input
+            self.next_trigger = self.step + self.scenario.checkpoint.interval
+        elif self.step >= self.next_trigger and c.can_trigger() and not all_done:
+            self.trigger_checkpoint()
+            self.next_trigger = self.step + self.scenario.checkpoint.interval
+
+    def _next_timer(self) -> int | None:
+        candidates = [self.next_trigger] if self.coordinator.can_trigger() else []
+        candidates += [d for i, d in self.failure_due.items() if i not in self.fired_failures]
+        candidates += [f.at_step for i, f in enumerate(self.scenario.failures) if f.at_step is not None and i not in self.fired_failures]
+        if self.scenario.checkpoint.timeout is not None:
+            candidates += [p.trigger_step + self.scenario.checkpoint.timeout + 1 for p in self.coordinator.pending.values() if not p.timeout_fired]
+        candidates += [p.trigger_step + self.scenario.checkpoint.checkpoint_timeout + 1 for p in self.coordinator.pending.values()]
+        future = [c for c in candidates if c is not None and c > self.step]
+        return min(future) if future else None
+
+    def _sinks_pending(self) -> bool:
+        return any(t.vertex.kind == "sink" and t.op.pending for t in self.tasks.values())  # type: ignore[attr-defined]
+
+    def _job_done(self) -> bool:
+        return (all(t.terminated() for t in self.tasks.values()) and not self._sinks_pending()
+                and not self.notifications and not self.coordinator.pending)
+
+    # ------------------------------------------------------------------ failures
+    def fail(self, target: str, failure_index: int | None = None) -> None:
+        """Global failover: every task restarts from the latest completed checkpoint (streaming jobs)."""
+        from reference.recovery import global_failover
+
+        global_failover(self, target, failure_index)

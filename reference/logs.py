@@ -1,0 +1,123 @@
+"""Recovery logs: Parquet datasets written in batches while the run goes, finalised atomically.
+
+The run is written into ``<out>.tmp-<pid>`` and renamed to ``<out>`` at the end, so a reader never
+sees a half-written run directory and a previous run at ``<out>`` survives until the new one is whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from model.errors import CutcheckError
+from model.logschema import DATASETS
+from reference.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
+
+BATCH_ROWS = 65_536
+_TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}
+
+
+def arrow_schema(dataset: str) -> pa.Schema:
+    return pa.schema([pa.field(n, _TYPES[t], nullable) for n, t, nullable in DATASETS[dataset]])
+
+
+class _Dataset:
+    def __init__(self, root: Path, name: str):
+        self.dir = root / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.schema = arrow_schema(name)
+        self.columns: dict[str, list[Any]] = {f.name: [] for f in self.schema}
+        self.part = 0
+        self.rows = 0
+
+    def add(self, row: dict[str, Any]) -> None:
+        for name, col in self.columns.items():
+            col.append(row.get(name))
+        if len(next(iter(self.columns.values()))) >= BATCH_ROWS:
+            self.flush()
+
+    def flush(self, force: bool = False) -> None:
+        n = len(next(iter(self.columns.values())))
+        if n == 0 and not (force and self.part == 0):
+            return
+        table = pa.table({k: pa.array(v, type=self.schema.field(k).type) for k, v in self.columns.items()}, schema=self.schema)
+        pq.write_table(table, self.dir / f"part-{self.part:05d}.parquet")
+        self.part += 1
+        self.rows += n
+        for col in self.columns.values():
+            col.clear()
+
+
+class RunLogWriter:
+    def __init__(self, out_dir: str | Path):
+        self.out = Path(out_dir)
+        self.tmp = self.out.with_name(f"{self.out.name}.tmp-{os.getpid()}")
+        try:
+            if self.tmp.exists():
+                shutil.rmtree(self.tmp)
+            self.tmp.mkdir(parents=True)
+        except OSError as exc:
+            raise CutcheckError(f"{self.out}: cannot create the run directory ({exc.strerror}); choose a writable --out.") from None
+        self.data = {name: _Dataset(self.tmp, name) for name in DATASETS}
+        out = self.data["output"]
+        self._out_cols = out.columns
+
+    def event(self, step: int, attempt: int, kind: str, detail: str) -> None:
+        self.data["events"].add({"step": step, "attempt": attempt, "kind": kind, "detail": detail})
+
+    def output(self, rows: list[tuple], sink: str, txn: str, cp: int, attempt: int, seq: int,
+               counter: str | None, lane: str | None) -> None:
+        c = self._out_cols
+        for rec in rows:
+            c["rid"].append(rec[RID])
+            c["key"].append(rec[KEY])
+            c["value"].append(rec[VALUE])
+            c["count"].append(rec[COUNT] if counter is not None else None)
+            c["split"].append(rec[SPLIT])
+            c["offset"].append(rec[OFFSET])
+            c["sink_subtask"].append(sink)
+            c["txn"].append(txn if cp >= 0 else None)
+            c["checkpoint_id"].append(cp if cp >= 0 else None)
+            c["attempt"].append(attempt)
+            c["commit_seq"].append(seq)
+            c["counter"].append(counter)
+            c["lane"].append(lane)
+        if len(c["rid"]) >= BATCH_ROWS:
+            self.data["output"].flush()
+
+    def write_input(self, expect: Expectations, copies: Any) -> None:
+        ds = self.data["input"]
+        for name, layout in expect.layouts.items():
+            period, table = copies(name)
+            for j, rec in enumerate(layout.all_records()):
+                ds.add({"rid": rec[RID], "source": name, "split": rec[SPLIT], "offset": rec[OFFSET], "key": rec[KEY],
+                        "value": rec[VALUE], "copies": table[j % period]})
+
+    def checkpoint(self, stats: Any) -> None:
+        self.data["checkpoints"].add({
+            "id": stats.cp, "attempt": stats.attempt, "kind": stats.kind, "status": stats.status,
+            "trigger_step": stats.trigger_step, "end_step": stats.end_step, "alignment_steps": stats.alignment_steps,
+            "input_state_records": stats.input_state_records, "output_state_records": stats.output_state_records,
+            "state_bytes": stats.state_bytes, "inflight_bytes": stats.inflight_bytes, "buffer_size": stats.buffer_size or None,
+        })
+
+    def finalize(self, run_json: dict[str, Any]) -> Path:
+        for ds in self.data.values():
+            ds.flush(force=True)
+        (self.tmp / "run.json").write_text(json.dumps(run_json, indent=2, sort_keys=True, default=str) + "\n")
+        old = self.out.with_name(f"{self.out.name}.old-{os.getpid()}")
+        if self.out.exists():
+            self.out.rename(old)
+        self.tmp.rename(self.out)
+        if old.exists():
+            shutil.rmtree(old)
+        return self.out
+
+    def discard(self) -> None:
+        shutil.rmtree(self.tmp, ignore_errors=True)

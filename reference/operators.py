@@ -1,0 +1,189 @@
+"""Operators of DESIGN's vertex kinds. Each turns one input record into zero or more output records.
+
+State is kept so that a snapshot is a cheap copy and a restore (with or without rescaling) can
+split it: keyed state is stored per key group; operator (list) state is a list of entries.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from model.keygroups import assign_to_key_group, key_group_range
+from reference.records import COUNT, COUNTER, KEY, OFFSET, RID, SPLIT, VALUE, filter_keeps, map_value
+
+if TYPE_CHECKING:
+    from reference.network import InputChannel
+    from reference.tasks import Task
+
+
+class InvariantViolation(Exception):
+    """An invariant of DESIGN was broken; ``name`` is CUT, ORDER, OWNERSHIP, COMMIT, BOUND or EXACTLY_ONCE."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(f"{name}: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+class Operator:
+    """Stateless pass-through; subclasses override ``apply``, ``snapshot`` and ``restore``."""
+
+    keyed = False
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        self.task.emit(rec)
+
+    def snapshot(self) -> dict[str, Any]:
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        pass
+
+    def end_of_input(self) -> None:
+        pass
+
+
+class MapOperator(Operator):
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        self.task.emit((rec[RID], rec[KEY], map_value(rec[VALUE]), rec[SPLIT], rec[OFFSET], rec[COUNT], rec[COUNTER]))
+
+
+class FilterOperator(Operator):
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.drop_every = task.vertex.drop_every
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        if filter_keeps(rec[RID], self.drop_every):
+            self.task.emit(rec)
+
+
+class KeyedOperator(Operator):
+    """Keyed state by key group, with the OWNERSHIP and ORDER checks every keyed record passes."""
+
+    keyed = True
+
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.max_parallelism = task.max_parallelism
+        self.range = key_group_range(self.max_parallelism, task.parallelism, task.sid.index)
+        self.kg_cache: dict[int, int] = {}
+        # key group -> {key: count}
+        self.counts: dict[int, dict[int, int]] = {}
+        # key group -> {(key, split, edge, producer): last offset}: ORDER per key, split and channel lineage
+        self.order: dict[int, dict[tuple[int, int, int, int], int]] = {}
+        # At-least-once promises neither CUT nor ORDER across a restore (replayed records were
+        # already applied), only that nothing is lost; its control is the EXACTLY_ONCE verdict.
+        at_least_once = task.engine.scenario.checkpoint.mode == "at_least_once"
+        self.check_order_edges: frozenset[int] = (
+            frozenset() if at_least_once else task.engine.order_edges.get(task.sid.vertex, frozenset())
+        )
+
+    def key_group(self, key: int) -> int:
+        kg = self.kg_cache.get(key)
+        if kg is None:
+            kg = self.kg_cache[key] = assign_to_key_group(key, self.max_parallelism)
+        return kg
+
+    def check(self, rec: tuple, ch: InputChannel) -> int:
+        kg = self.key_group(rec[KEY])
+        if kg not in self.range:
+            raise InvariantViolation(
+                "OWNERSHIP",
+                f"{self.task.sid} received key {rec[KEY]} (key group {kg}) outside its range "
+                f"[{self.range.start}, {self.range.end}] (rid {rec[RID]})",
+            )
+        if ch.edge in self.check_order_edges:
+            lineage = (rec[KEY], rec[SPLIT], ch.edge, self.task.lineage)
+            order = self.order.setdefault(kg, {})
+            last = order.get(lineage, -1)
+            if rec[OFFSET] <= last:
+                raise InvariantViolation(
+                    "ORDER",
+                    f"{self.task.sid} got offset {rec[OFFSET]} of key {rec[KEY]}, split {rec[SPLIT]} "
+                    f"after offset {last} (rid {rec[RID]}, edge {ch.edge}, producer {self.task.lineage})",
+                )
+            order[lineage] = rec[OFFSET]
+        return kg
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "counts": {kg: dict(m) for kg, m in self.counts.items()},
+            "order": {kg: dict(m) for kg, m in self.order.items()},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.counts = {kg: dict(m) for kg, m in state.get("counts", {}).items()}
+        self.order = {kg: dict(m) for kg, m in state.get("order", {}).items()}
+        for kg in list(self.counts) + list(self.order):
+            if kg not in self.range:
+                raise InvariantViolation("OWNERSHIP", f"{self.task.sid} restored state of key group {kg} outside its range")
+
+
+class KeyedCountOperator(KeyedOperator):
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.counter_index = task.engine.vertex_index[task.sid.vertex]
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        kg = self.check(rec, ch)
+        m = self.counts.get(kg)
+        if m is None:
+            m = self.counts[kg] = {}
+        c = m.get(rec[KEY], 0) + 1
+        m[rec[KEY]] = c
+        self.task.emit((rec[RID], rec[KEY], rec[VALUE], rec[SPLIT], rec[OFFSET], c, self.counter_index))
+
+
+class BroadcastStateOperator(KeyedOperator):
+    """Data on gate 0 (checked for ownership when hash-partitioned); broadcast elements on gate 1.
+
+    Broadcast elements are applied to broadcast state (the set of their rids) and emitted, so the
+    oracle sees them once per subtask. Flink snapshots broadcast state on every subtask; on restore
+    each new subtask gets one old subtask's copy (see reference.rescale).
+    """
+
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.broadcast: set[int] = set()
+        self.hashed = any(e.partitioner == "hash" and e.gate == 0 for e in task.engine.graph.in_edges(task.sid.vertex))
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        if ch.gate.index == 1:
+            if rec[RID] in self.broadcast:
+                raise InvariantViolation("EXACTLY_ONCE", f"{self.task.sid} applied broadcast element {rec[RID]} twice")
+            self.broadcast.add(rec[RID])
+        elif self.hashed:
+            self.check(rec, ch)
+        self.task.emit(rec)
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = super().snapshot()
+        snap["broadcast"] = sorted(self.broadcast)
+        return snap
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.broadcast = set(state.get("broadcast", ()))
+
+
+def make_operator(task: Task) -> Operator:
+    from reference.sinks import SinkOperator
+    from reference.sources import SourceOperator
+
+    kind = task.vertex.kind
+    if kind == "source":
+        return SourceOperator(task)
+    if kind == "sink":
+        return SinkOperator(task)
+    return {
+        "map": MapOperator,
+        "filter": FilterOperator,
+        "keyed_count": KeyedCountOperator,
+        "broadcast_state": BroadcastStateOperator,
+        "union": Operator,
+        "co_map": Operator,
+    }[kind](task)

@@ -1,0 +1,241 @@
+"""Scenarios: a job graph plus everything the engine needs to run it reproducibly (DESIGN "Scenarios")."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from model.errors import GraphError, ScenarioError
+from model.graph import JobGraph
+from model.inflight import NetworkConfig
+from reference.mutations import MUTANTS
+
+MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
+POLICIES = ("uniform", "backpressure")
+
+_TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
+        "workers", "savepoints", "debloat", "storage", "restore"}
+_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
+_NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
+_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight"}
+_FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
+_RESCALE = {"on_failure", "parallelism"}
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointConfig:
+    mode: str = "aligned"
+    interval: int = 200
+    timeout: int | None = None  # aligned-checkpoint timeout in steps (aligned_timeout mode)
+    max_concurrent: int = 1
+    retained: int = 1
+    incremental: bool = False
+    checkpoint_timeout: int = 1_000_000  # a pending checkpoint older than this is aborted
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    policy: str = "uniform"
+    slow: str | None = None  # vertex slowed by the backpressure policy
+    slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
+    flush_weight: int = 1  # weight of the output flusher relative to other actions (which weigh 10)
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    target: str  # "vertex[i]" or "worker:K"
+    at_step: int | None = None
+    after_checkpoint: int | None = None
+    delay: int = 0  # steps after the checkpoint completed
+
+
+@dataclass(frozen=True, slots=True)
+class Rescale:
+    on_failure: int
+    parallelism: dict[str, int]
+
+
+@dataclass(frozen=True, slots=True)
+class Scenario:
+    graph: JobGraph
+    graph_ref: str | dict[str, Any]  # as written: a path or the inline graph (for replay files)
+    seed: int = 0
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    network: NetworkConfig = field(default_factory=NetworkConfig)
+    schedule: Schedule = field(default_factory=Schedule)
+    failures: tuple[Failure, ...] = ()
+    rescales: tuple[Rescale, ...] = ()
+    mutants: tuple[str, ...] = ()
+    max_steps: int = 1_000_000
+    workers: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)  # debloat/storage/restore sections, read by their subsystems
+
+    @classmethod
+    def from_json(cls, path_or_dict: str | Path | Mapping[str, Any]) -> Scenario:
+        base = Path(".")
+        if isinstance(path_or_dict, Mapping):
+            data, where = dict(path_or_dict), "scenario"
+        else:
+            path = Path(path_or_dict)
+            where, base = str(path), path.parent
+            try:
+                data = json.loads(path.read_text())
+            except FileNotFoundError:
+                raise ScenarioError(f"{path}: no such scenario file; check the path.") from None
+            except json.JSONDecodeError as exc:
+                raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+        if not isinstance(data, dict):
+            raise ScenarioError(f"{where}: a scenario is a JSON object with at least a 'graph'.")
+        _no_unknown(data, _TOP, where)
+        graph_ref = data.get("graph")
+        graph = _load_graph(graph_ref, base, where)
+        ck = _section(data, "checkpoint", _CHECKPOINT, where)
+        checkpoint = CheckpointConfig(**ck)
+        if checkpoint.mode not in MODES:
+            raise ScenarioError(f"{where}: checkpoint.mode {checkpoint.mode!r} is not one of {', '.join(MODES)}.")
+        for name in ("interval", "max_concurrent", "retained", "checkpoint_timeout"):
+            value = getattr(checkpoint, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ScenarioError(f"{where}: checkpoint.{name} must be a positive integer, got {value!r}.")
+        if checkpoint.mode == "aligned_timeout" and (not isinstance(checkpoint.timeout, int) or checkpoint.timeout < 0):
+            raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
+        if checkpoint.mode in ("unaligned", "aligned_timeout") and checkpoint.max_concurrent > 1:
+            # CheckpointCoordinatorConfiguration: "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled".
+            raise ScenarioError(f"{where}: checkpoint.max_concurrent must be 1 with unaligned checkpoints (Flink allows one in flight).")
+        try:
+            network = NetworkConfig(**_section(data, "network", _NETWORK, where))
+        except TypeError as exc:
+            raise ScenarioError(f"{where}: network: {exc}.") from None
+        schedule = Schedule(**_section(data, "schedule", _SCHEDULE, where))
+        if schedule.policy not in POLICIES:
+            raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
+        if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
+            raise ScenarioError(f"{where}: schedule.slow names no vertex ({schedule.slow!r}).")
+        failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
+        rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
+        mutants = tuple(_list(data, "mutants", where))
+        for m in mutants:
+            if m not in MUTANTS:
+                raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
+        seed = data.get("seed", 0)
+        max_steps = data.get("max_steps", 1_000_000)
+        for name, value in (("seed", seed), ("max_steps", max_steps)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ScenarioError(f"{where}: '{name}' must be a non-negative integer, got {value!r}.")
+        workers = data.get("workers")
+        extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore") if k in data}
+        if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
+            graph_ref = str((base / graph_ref))
+        return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,
+                   workers, extra)
+
+    def to_json(self) -> dict[str, Any]:
+        ck = self.checkpoint
+        return {
+            "graph": self.graph.to_json(),
+            "seed": self.seed,
+            "checkpoint": {"mode": ck.mode, "interval": ck.interval, "timeout": ck.timeout,
+                           "max_concurrent": ck.max_concurrent, "retained": ck.retained,
+                           "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout},
+            "network": {"buffer_bytes": self.network.buffer_bytes, "record_bytes": self.network.record_bytes,
+                        "exclusive": self.network.exclusive, "floating": self.network.floating,
+                        "output_pool": self.network.output_pool},
+            "schedule": {"policy": self.schedule.policy, "slow": self.schedule.slow,
+                         "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight},
+            "failures": [{k: v for k, v in (("target", f.target), ("at_step", f.at_step),
+                                            ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
+                         for f in self.failures],
+            "rescales": [{"on_failure": r.on_failure, "parallelism": dict(r.parallelism)} for r in self.rescales],
+            "mutants": list(self.mutants),
+            "max_steps": self.max_steps,
+            **({"workers": self.workers} if self.workers is not None else {}),
+            **self.extra,
+        }
+
+    def with_overrides(self, *, seed: int | None = None, mode: str | None = None, mutants: tuple[str, ...] | None = None) -> Scenario:
+        checkpoint = self.checkpoint
+        if mode is not None:
+            if mode not in MODES:
+                raise ScenarioError(f"--mode {mode!r} is not one of {', '.join(MODES)}.")
+            timeout = checkpoint.timeout if checkpoint.timeout is not None else (checkpoint.interval // 4 if mode == "aligned_timeout" else None)
+            checkpoint = replace(checkpoint, mode=mode, timeout=timeout,
+                                 max_concurrent=1 if mode in ("unaligned", "aligned_timeout") else checkpoint.max_concurrent)
+        for m in mutants or ():
+            if m not in MUTANTS:
+                raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
+        return replace(self, seed=self.seed if seed is None else seed, checkpoint=checkpoint,
+                       mutants=self.mutants if mutants is None else tuple(mutants))
+
+
+def _no_unknown(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(obj) - allowed)
+    if unknown:
+        raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
+
+
+def _section(data: Mapping[str, Any], name: str, allowed: set[str], where: str) -> dict[str, Any]:
+    sec = data.get(name, {}) or {}
+    if not isinstance(sec, dict):
+        raise ScenarioError(f"{where}: '{name}' must be a JSON object.")
+    _no_unknown(sec, allowed, f"{where}: {name}")
+    return dict(sec)
+
+
+def _list(data: Mapping[str, Any], name: str, where: str) -> list[Any]:
+    value = data.get(name, []) or []
+    if not isinstance(value, list):
+        raise ScenarioError(f"{where}: '{name}' must be a list.")
+    return value
+
+
+def _load_graph(ref: Any, base: Path, where: str) -> JobGraph:
+    if ref is None:
+        raise ScenarioError(f"{where}: missing 'graph' (a path to a job-graph JSON file, or the graph inline).")
+    try:
+        if isinstance(ref, dict):
+            return JobGraph.from_json(ref)
+        if isinstance(ref, str):
+            path = Path(ref)
+            if not path.is_absolute() and not path.exists():
+                path = base / ref
+            return JobGraph.from_json(path)
+    except GraphError as exc:
+        raise ScenarioError(f"{where}: graph: {exc}") from None
+    raise ScenarioError(f"{where}: 'graph' must be a path or an inline job graph object.")
+
+
+def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
+    w = f"{where}: failures[{i}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{w}: must be an object with 'target' and 'at_step' or 'after_checkpoint'.")
+    _no_unknown(raw, _FAILURE, w)
+    f = Failure(target=str(raw.get("target", "")), at_step=raw.get("at_step"),
+                after_checkpoint=raw.get("after_checkpoint"), delay=raw.get("delay", 0))
+    if (f.at_step is None) == (f.after_checkpoint is None):
+        raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
+    target = f.target
+    if target.startswith("worker:"):
+        if not target[7:].isdigit():
+            raise ScenarioError(f"{w}: target {target!r} should be worker:K with K a number.")
+    else:
+        vid, _, rest = target.partition("[")
+        if vid not in {v.id for v in graph.vertices} or not rest.endswith("]") or not rest[:-1].isdigit():
+            raise ScenarioError(f"{w}: target {target!r} should be VERTEX[INDEX] of the graph or worker:K.")
+    return f
+
+
+def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:
+    w = f"{where}: rescales[{i}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{w}: must be an object with 'on_failure' and 'parallelism'.")
+    _no_unknown(raw, _RESCALE, w)
+    on = raw.get("on_failure")
+    par = raw.get("parallelism")
+    if not isinstance(on, int) or not 0 <= on < max(failures, 1) or failures == 0:
+        raise ScenarioError(f"{w}: on_failure must index one of the {failures} failures.")
+    if not isinstance(par, dict) or not all(isinstance(v, int) and v >= 1 for v in par.values()):
+        raise ScenarioError(f"{w}: parallelism must map vertex ids to positive integers.")
+    return Rescale(on, dict(par))

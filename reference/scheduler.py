@@ -1,0 +1,63 @@
+"""The scheduler's chooser: every nondeterministic choice of the engine goes through one of these.
+
+A seeded chooser makes runs reproducible; an external chooser (Hypothesis draws integers) lets a
+test drive, and shrink, the schedule itself.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from typing import Protocol
+
+
+class Chooser(Protocol):
+    def choose(self, weights: Sequence[int]) -> int:
+        """Pick an index into ``weights`` (all positive), with probability proportional to the weight."""
+        ...
+
+
+class SeededChooser:
+    """Deterministic weighted choice from a seed (Python's Mersenne Twister, stable across platforms)."""
+
+    __slots__ = ("_rng",)
+
+    def __init__(self, seed: int):
+        self._rng = random.Random(seed)
+
+    def choose(self, weights: Sequence[int]) -> int:
+        n = len(weights)
+        if n == 1:
+            return 0
+        total = sum(weights)
+        r = self._rng.randrange(total)
+        for i, w in enumerate(weights):
+            r -= w
+            if r < 0:
+                return i
+        return n - 1
+
+
+class ExternalChooser:
+    """Delegates each choice to a function ``draw(n) -> int in [0, n)``, e.g. Hypothesis' ``data.draw``.
+
+    Weights are ignored on purpose: the external driver decides, and shrinking towards index 0
+    shortens schedules (index 0 is always the most "progressing" action in the engine's ordering).
+    After ``budget`` choices it falls back to a seeded chooser so that runs always finish.
+    """
+
+    __slots__ = ("_draw", "_budget", "_fallback", "used")
+
+    def __init__(self, draw: Callable[[int], int], budget: int = 2000, seed: int = 0):
+        self._draw = draw
+        self._budget = budget
+        self._fallback = SeededChooser(seed)
+        self.used = 0
+
+    def choose(self, weights: Sequence[int]) -> int:
+        if len(weights) == 1:
+            return 0
+        if self.used >= self._budget:
+            return self._fallback.choose(weights)
+        self.used += 1
+        return self._draw(len(weights))

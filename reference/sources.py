@@ -1,0 +1,44 @@
+"""Bounded, deterministic sources. Splits are operator list state: (split, next offset) entries."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from reference.operators import Operator
+
+if TYPE_CHECKING:
+    from reference.tasks import Task
+
+
+class SourceOperator(Operator):
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.layout = task.engine.layouts[task.sid.vertex]
+        p, i = task.parallelism, task.sid.index
+        # Initial assignment: split s to subtask s mod p; the list is [local split, next offset].
+        self.splits: list[list[int]] = [[s, 0] for s in range(self.layout.splits) if s % p == i]
+        self.turn = 0
+
+    def exhausted(self) -> bool:
+        return all(off >= self.layout.split_size(s) for s, off in self.splits)
+
+    def produce(self, budget: int) -> int:
+        """Emit up to ``budget`` records, round robin over unfinished splits; stop early when output is full."""
+        task, layout, emitted = self.task, self.layout, 0
+        live = [e for e in self.splits if e[1] < layout.split_size(e[0])]
+        while live and emitted < budget and task.output_available():
+            entry = live[self.turn % len(live)]
+            task.emit(layout.record(entry[0], entry[1]))
+            entry[1] += 1
+            emitted += 1
+            self.turn += 1
+            if entry[1] >= layout.split_size(entry[0]):
+                live = [e for e in live if e[1] < layout.split_size(e[0])]
+        return emitted
+
+    def snapshot(self) -> dict[str, Any]:
+        return {"splits": [(layout_split, off) for layout_split, off in self.splits]}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.splits = [[s, off] for s, off in state.get("splits", [])]
+        self.turn = 0
