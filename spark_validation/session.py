@@ -22,10 +22,14 @@ from pathlib import Path
 
 from model.errors import EnvironmentProblem
 
-JAVA_HINT = (
-    "Java 17 or newer is needed to run Spark; install it (for example `apt-get install "
-    "openjdk-17-jre-headless`) and put `java` on PATH or set JAVA_HOME."
-)
+
+def java_problem(problem: str) -> EnvironmentProblem:
+    """One sentence: what is wrong with Java and how to get a usable one."""
+    return EnvironmentProblem(
+        f"Spark needs Java 17 or newer, but {problem}; install it (for example `apt-get install "
+        "openjdk-17-jre-headless`) and put `java` on PATH or set JAVA_HOME."
+    )
+
 
 # Spark prints INFO/WARN chatter (and, in a PySpark "shell", a banner about the default log level)
 # to the terminal. An explicit log4j2 configuration at ERROR silences both; the loggers named
@@ -65,25 +69,25 @@ def find_java() -> JavaInfo:
         # even with a good java on PATH.
         p = Path(java_home) / "bin" / "java"
         if not (p.is_file() and os.access(p, os.X_OK)):
-            raise EnvironmentProblem(f"JAVA_HOME={java_home} has no bin/java. {JAVA_HINT}")
+            raise java_problem(f"JAVA_HOME={java_home} has no bin/java")
         candidate: str | None = str(p)
     else:
         candidate = shutil.which("java")
     if candidate is None:
-        raise EnvironmentProblem(f"no `java` is on PATH and JAVA_HOME is not set. {JAVA_HINT}")
+        raise java_problem("no `java` is on PATH and JAVA_HOME is not set")
     try:
         proc = subprocess.run([candidate, "-version"], capture_output=True, text=True, timeout=60)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise EnvironmentProblem(f"{candidate} cannot be run ({exc}). {JAVA_HINT}") from None
+        raise java_problem(f"{candidate} cannot be run ({exc})") from None
     text = proc.stderr + proc.stdout
     m = re.search(r'version "(\d+)(?:\.(\d+))?', text)
     if proc.returncode != 0 or m is None:
-        raise EnvironmentProblem(f"{candidate} does not run (`java -version` failed). {JAVA_HINT}")
+        raise java_problem(f"`{candidate} -version` fails")
     major = int(m.group(1))
     if major == 1 and m.group(2):  # "1.8.0" style
         major = int(m.group(2))
     if major < 17:
-        raise EnvironmentProblem(f"{candidate} is Java {major}. {JAVA_HINT}")
+        raise java_problem(f"{candidate} is Java {major}")
     return JavaInfo(candidate, major)
 
 
@@ -169,7 +173,7 @@ def build_session(
         spark = builder.getOrCreate()
     except Exception as exc:  # PySpark raises its own runtime errors when the JVM cannot start
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise EnvironmentProblem(f"Spark could not start ({first}). {JAVA_HINT}") from None
+        raise java_problem(f"Spark could not start with it ({first})") from None
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
