@@ -57,6 +57,9 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
         while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
             task.process(first)
     snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)
+    # Alignment: the steps this task spent between its first barrier and its snapshot.
+    first_step = task.first_barrier.pop(cp, engine.step)
+    engine.alignment_steps[cp] = engine.alignment_steps.get(cp, 0) + engine.step - first_step
     for ch in task.channels:
         key = task.channel_key(ch)
         snap.processed[key] = ch.processed

@@ -66,6 +66,7 @@ class Task:
         self.lineage = -1
         self.pending_priority = 0
         self.direct_triggers: list[Barrier] = []  # checkpoints this task starts itself (sources, drained tasks)
+        self.first_barrier: dict[int, int] = {}  # checkpoint -> step its first barrier reached this task
         self.op = make_operator(self)
 
     def __repr__(self) -> str:
@@ -134,6 +135,7 @@ class Task:
             if ch.sender is not None and ch.sender.trace is not None:
                 ch.sender.trace.append(("barrier_processed", head.cp))
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
+            self.first_barrier.setdefault(head.cp, self.engine.step)
             self.handler = self.handler.barrier_received(self, ch, head)
         elif isinstance(head, EndOfChannelState):
             q.popleft()
@@ -203,6 +205,7 @@ class Task:
                     ch.sender.trace.append(("priority_arrival", b.cp))
                 if ch.ended:
                     return
+                self.first_barrier.setdefault(b.cp, self.engine.step)
                 self.handler = self.handler.barrier_received(self, ch, b)
                 return
 
