@@ -9,7 +9,6 @@ timeout, checkpoint expiry, scheduled failures) fire when their step comes, not 
 from __future__ import annotations
 
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from model.execution import ExecutionGraph, SubtaskId

@@ -61,7 +61,7 @@ def restore_state(engine: Engine, done: CompletedCheckpoint) -> dict[str, Any]:
     else:
         operator_states = {sid: snap.operator for sid, snap in done.tasks.items()}
         channel_states = {}
-        for sid, snap in done.tasks.items():
+        for snap in done.tasks.values():
             for key, bufs in snap.input_state.items():
                 channel_states.setdefault(key, ([], []))[0].extend(bufs)
             for key, bufs in snap.output_state.items():

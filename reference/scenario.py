@@ -128,7 +128,7 @@ class Scenario:
         workers = data.get("workers")
         extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore") if k in data}
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
-            graph_ref = str((base / graph_ref))
+            graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,
                    workers, extra)
 
