@@ -114,7 +114,11 @@ class Engine:
 
     def enabled_actions(self) -> list[tuple[int, Callable[[Any], None], Any]]:
         sched = self.scenario.schedule
-        fast, slow = (sched.slowdown, 1) if sched.policy == "backpressure" else (1, 1)
+        # Every action weighs ``slowdown``; the slow vertex's processing weighs 1 under the
+        # backpressure policy; the output flusher weighs ``flush_weight`` (Flink flushes on a timer,
+        # rarely compared with record processing, so buffers usually leave full).
+        fast = sched.slowdown
+        slow = 1 if sched.policy == "backpressure" else fast
         acts: list[tuple[int, Callable[[Any], None], Any]] = []
         for t in self.tasks.values():
             w = slow if t.sid.vertex == sched.slow else fast

@@ -94,6 +94,7 @@ class ResultPartition:
     broadcast: bool = False
     in_use: int = 0  # buffers held: queued data buffers plus non-empty current buffers
     record_bytes: int = 64
+    need: int = 1  # free buffers one record may need: every subpartition's for broadcast, else one
 
     def free(self) -> int:
         return self.pool - self.in_use
@@ -132,6 +133,7 @@ class InputGate:
     exclusive: int = 2
     floating: int = 8
     floating_in_use: int = 0
+    recovery_done: bool = False
 
     def can_receive(self, ch: InputChannel) -> bool:
         return ch.nbuf < self.exclusive or self.floating_in_use < self.floating
@@ -158,4 +160,9 @@ class InputGate:
 
     def recovering(self) -> bool:
         """Flink requests partitions only after the gate's recovered input state is consumed (facts §3.8)."""
-        return any(ch.recovered for ch in self.channels)
+        if self.recovery_done:
+            return False
+        if any(ch.recovered for ch in self.channels):
+            return True
+        self.recovery_done = True  # recovered data is only installed into fresh gates, so this is final
+        return False

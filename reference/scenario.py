@@ -41,7 +41,7 @@ class Schedule:
     policy: str = "uniform"
     slow: str | None = None  # vertex slowed by the backpressure policy
     slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
-    flush_weight: int = 1  # weight of the output flusher relative to other actions (which weigh 10)
+    flush_weight: int = 1  # weight of the output flusher; every other action weighs ``slowdown``
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,8 @@ class SourceOperator(Operator):
         """Emit up to ``budget`` records, round robin over unfinished splits; stop early when output is full."""
         task, layout, emitted = self.task, self.layout, 0
         live = [e for e in self.splits if e[1] < layout.split_size(e[0])]
-        while live and emitted < budget and task.output_available():
+        task.output_available()
+        while live and emitted < budget and not task.out_blocked:
             entry = live[self.turn % len(live)]
             task.emit(layout.record(entry[0], entry[1]))
             entry[1] += 1

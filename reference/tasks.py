@@ -64,6 +64,7 @@ class Task:
         self.last_cp = 0
         self.snapshots: dict[int, TaskSnapshot] = {}
         self.lineage = -1
+        self.out_blocked = False
         self.pending_priority = 0
         self.direct_triggers: list[Barrier] = []  # checkpoints this task starts itself (sources, drained tasks)
         self.first_barrier: dict[int, int] = {}  # checkpoint -> step its first barrier reached this task
@@ -74,10 +75,13 @@ class Task:
 
     # ------------------------------------------------------------------ output
     def output_available(self) -> bool:
+        """Every result partition has the free buffers one more record may need (recomputed here;
+        ``out_blocked`` caches it within one action, where buffers are only ever taken)."""
         for p in self.partitions:
-            need = len(p.subpartitions) if p.broadcast else 1
-            if p.pool - p.in_use < need:
+            if p.pool - p.in_use < p.need:
+                self.out_blocked = True
                 return False
+        self.out_blocked = False
         return True
 
     def emit(self, rec: tuple) -> None:
@@ -93,6 +97,8 @@ class Task:
         if cur is None:
             cur = sp.current = []
             p.in_use += 1
+            if p.pool - p.in_use < p.need:
+                self.out_blocked = True
         cur.append(rec)
         if len(cur) * p.record_bytes >= sp.buffer_size:
             self.finish_buffer(sp)
@@ -151,7 +157,8 @@ class Task:
         self.lineage = buf.origin if buf.origin >= 0 else ch.producer
         apply = self.op.apply
         start = i
-        while i < n and self.output_available():
+        self.output_available()
+        while i < n and not self.out_blocked:
             apply(recs[i], ch)
             i += 1
         ch.processed += i - start

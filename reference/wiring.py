@@ -17,6 +17,23 @@ if TYPE_CHECKING:
     from reference.engine import Engine
 
 
+class KeyCachedSelector:
+    """Memoises a key-only selector (hash, custom): the channel is a pure function of the key,
+    and a job has few keys, so the murmur hash runs once per key instead of once per record."""
+
+    __slots__ = ("_inner", "_cache")
+
+    def __init__(self, inner: object):
+        self._inner = inner
+        self._cache: dict[int, int] = {}
+
+    def select(self, key: int) -> int:
+        ch = self._cache.get(key)
+        if ch is None:
+            ch = self._cache[key] = self._inner.select(key)  # type: ignore[attr-defined]
+        return ch
+
+
 def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     eg = engine.exec_graph
     net = engine.scenario.network
@@ -48,8 +65,11 @@ def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSub
                     edge.partitioner, n, seed=engine.scenario.seed * 7919 + sid.index * 31 + edge_key,
                     max_parallelism=graph.max_parallelism(edge.target),
                 )
+                if edge.partitioner in ("hash", "custom"):
+                    selector = KeyCachedSelector(selector)
             part = ResultPartition(edge=edge_key, subpartitions=[], pool=net.output_pool or n * net.exclusive + net.floating,
-                                   selector=selector, broadcast=broadcast, record_bytes=net.record_bytes)
+                                   selector=selector, broadcast=broadcast, record_bytes=net.record_bytes,
+                                   need=n if broadcast else 1)
             for c in chans:
                 sp = OutputSubpartition(index=c.subpartition, consumer=c.consumer.index, buffer_size=net.buffer_bytes)
                 sp.channel, sp.partition, sp.task = receivers[c], part, task
