@@ -31,7 +31,8 @@ from reference.wiring import build_runtime
 
 class Engine:
     def __init__(self, scenario: Scenario, *, chooser: Chooser | None = None, storage: CheckpointStorage | None = None,
-                 trace: bool = False, log_sink: Any = None, max_steps: int | None = None):
+                 trace: bool = False, log_sink: Any = None, max_steps: int | None = None,
+                 restore: CompletedCheckpoint | None = None):
         self.scenario = scenario
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
@@ -48,6 +49,9 @@ class Engine:
         self.store = TransactionStore(self.oracle.on_commit)
         self.storage = storage or InMemoryStorage()
         self.coordinator = Coordinator(self, self.storage)
+        bind = getattr(self.storage, "bind", None)
+        if bind is not None:
+            bind(self)  # the on-disk storage asks the coordinator which kind a pending checkpoint is
         self.tracing = trace
         self.traces: dict[tuple[int, int, int], list] = {}
         self.trace_archive: list[dict[tuple[int, int, int], list]] = []
@@ -62,7 +66,11 @@ class Engine:
         self.finished = False
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.parallelism: dict[str, int] = {v.id: v.parallelism for v in self.graph.vertices}
-        self._build(None)
+        if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
+            from reference.storage_run import start_from
+
+            start_from(self, restore)
+        self._build(restore)
 
     # ------------------------------------------------------------------ set-up
     def _build(self, restored: CompletedCheckpoint | None, new_parallelism: dict[str, int] | None = None) -> None:

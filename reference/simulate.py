@@ -60,16 +60,26 @@ def replay_command(scenario_path: str | Path, seed: int, out: str | Path | None 
 
 def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Path | None = None, seed: int | None = None,
              *, chooser: Chooser | None = None, trace: bool = False, storage: Any = None,
-             max_steps: int | None = None) -> RunResult:
+             max_steps: int | None = None, checkpoint_dir: str | Path | None = None,
+             restore: str | Path | None = None, restore_mode: str | None = None) -> RunResult:
     if not isinstance(scenario, Scenario):
         scenario = Scenario.from_json(scenario)
     if seed is not None:
         scenario = scenario.with_overrides(seed=seed)
+    restored = None
+    if storage is None:
+        from reference.storage_run import open_storage
+
+        storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     logs = RunLogWriter(out_dir) if out_dir is not None else None
-    engine = Engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps)
+    engine = Engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
+                    restore=restored)
     violations: list[dict[str, str]] = []
     try:
         engine.run()
+        close = getattr(engine.storage, "close", None)
+        if close is not None:
+            close()  # the job ended: the on-disk storage deletes what no retained checkpoint uses (REF)
     except InvariantViolation as exc:
         violations.append({"invariant": exc.name, "detail": exc.detail, "step": str(engine.step)})
         engine.event("violation", f"{exc.name}: {exc.detail}")

@@ -1,0 +1,371 @@
+"""Checkpoint storage on disk: Flink's layout, incremental keyed state, the shared-state registry,
+retention and subsumption, restore modes and entropy injection (facts §5).
+
+Layout (facts §5.1), under the configured directory (``state.checkpoints.dir``)::
+
+    <dir>/<job>/chk-N/_metadata     written last, atomically (temporary file, then rename)
+    <dir>/<job>/chk-N/<uuid>        EXCLUSIVE: operator state, channel state, full keyed state
+    <dir>/<job>/shared/<uuid>       SHARED: incremental keyed state, one file per changed key group
+    <dir>/<job>/taskowned/          created as in Flink; nothing of the model is task-owned
+    <dir>/savepoint-<job6>-<hex>/   a savepoint: _metadata and every file, relative paths
+
+State under ``inline_threshold`` bytes (state.storage.fs.memory-threshold, 20 KiB) is kept inside
+``_metadata``. The format is reference.storage_meta's. A subtask's files are written when it
+acknowledges, and its shared files are registered then (facts §5.4); nothing else is written
+until completion, so a crash leaves at most unreferenced files, never a torn checkpoint.
+
+Incremental (``incremental``): a keyed subtask writes each key group's state as a piece; a piece
+whose bytes equal that key group's piece in the newest retained checkpoint is referenced, not
+uploaded again (like RocksDB's SST reuse), so a file lives as long as some checkpoint uses it.
+
+Restore modes (facts §5.5): ``claim`` takes ownership of the restored checkpoint and of the older
+checkpoints of its job directory, which share its files (as Flink's HA recovery of the checkpoint
+store would; Flink without HA would later delete files those still reference: we depart so that
+REF holds for every restorable checkpoint). ``no_claim`` never deletes the restored checkpoint's
+files, and every checkpoint until the first one completes is NO_SHARING (keyed pieces exclusive).
+A run refuses a job directory that already holds a checkpoint newer than its starting point.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.errors import StorageError
+from model.execution import SubtaskId
+from reference.mutations import Mutants
+from reference.operators import InvariantViolation
+from reference.shared_registry import SharedStateRegistry
+from reference.storage import CompletedCheckpoint
+from reference.storage_codec import dumps, encode, encode_channels, encode_counters, is_keyed, split_keyed
+from reference.storage_config import StorageConfig
+from reference.storage_files import (
+    CHK_PREFIX,
+    METADATA,
+    SAVEPOINT_PREFIX,
+    SHARED_DIR,
+    TASKOWNED_DIR,
+    FileOps,
+    remove_marker,
+    sha256,
+)
+from reference.storage_meta import MissingStateFile, load_checkpoint, metadata_bytes, referenced_files
+from reference.tasks import TaskSnapshot
+
+KgFiles = dict[tuple[str, int], tuple[str, str]]  # (vertex, key group) -> (sha256, shared file)
+
+
+@dataclass(slots=True)
+class Held:
+    """A checkpoint in the completed-checkpoint store."""
+
+    cp: int
+    kind: str
+    path: str  # directory of its _metadata
+    owned: bool  # discarded when subsumed (false: savepoints, a checkpoint restored with no_claim)
+    files: dict[str, list[str]]
+    kg_files: KgFiles = field(default_factory=dict)  # what later checkpoints may reuse (empty: none)
+
+
+@dataclass(slots=True)
+class Pending:
+    cp: int
+    kind: str
+    path: str
+    tasks: dict[SubtaskId, dict[str, Any]] = field(default_factory=dict)
+    exclusive: list[str] = field(default_factory=list)
+    shared: set[str] = field(default_factory=set)
+    kg_files: KgFiles = field(default_factory=dict)
+    no_sharing: bool = False
+
+
+class FsCheckpointStorage:
+    """The engine's CheckpointStorage (reference.storage) over a real directory."""
+
+    def __init__(self, config: StorageConfig, *, restore: str | None = None, restore_mode: str | None = None,
+                 mutants: Mutants | None = None, crash_after: int | None = None,
+                 op_log: list[tuple[str, str]] | None = None):
+        self.config = config
+        self.mutants = mutants or Mutants()
+        self.base = os.path.abspath(remove_marker(config.dir, config.entropy))  # metadata, directories: no entropy
+        self.data_base = os.path.abspath(config.dir)  # data files: the marker stays, replaced per file
+        self.registry = SharedStateRegistry()
+        self.held: list[Held] = []
+        self.pending: dict[int, Pending] = {}
+        self.kinds: dict[int, str] = {}
+        self._kind_of: Callable[[int], str] = lambda cp: "checkpoint"
+        self._no_sharing = False
+        self.restored: CompletedCheckpoint | None = None
+        self.restore_mode = restore_mode or config.restore_mode
+        target = load_restore_target(restore) if restore is not None else None
+        self.job = config.job or default_job(target[1] if target else None, self.restore_mode)
+        rng = random.Random(f"cutcheck-storage/{config.seed}/{self.job}/{target[1].id if target else 0}")
+        self.files = FileOps(rng, crash_after, op_log)
+        self.job_dir = os.path.join(self.base, self.job)
+        self._guard(target[1].id if target else 0)
+        for sub in (SHARED_DIR, TASKOWNED_DIR):
+            self.files.mkdirs(os.path.join(self.job_dir, sub))
+        if target is not None:
+            self._restore(*target)
+
+    # ------------------------------------------------------------------ engine wiring
+    def bind(self, engine: Any) -> None:
+        """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
+        self.mutants = engine.mutants
+        pending = engine.coordinator.pending
+        self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
+
+    def begin(self, cp: int, kind: str) -> None:
+        """For callers without a coordinator (tests): declare a checkpoint's kind before its acks."""
+        self.kinds[cp] = kind
+
+    # ------------------------------------------------------------------ the CheckpointStorage protocol
+    def acknowledge(self, snapshot: TaskSnapshot) -> None:
+        p = self.pending.get(snapshot.cp)
+        if p is None:
+            p = self.pending[snapshot.cp] = self._start(snapshot.cp)
+        p.tasks[snapshot.sid] = self._write_task(snapshot, p)
+        if p.kind == "checkpoint":
+            for path in sorted(p.shared):
+                self.registry.register(path, p.cp)  # on acknowledgement, whatever happens next (facts §5.4)
+
+    def complete(self, checkpoint: CompletedCheckpoint, retained: int) -> list[int]:
+        p = self.pending.pop(checkpoint.cp, None) or self._start(checkpoint.cp, checkpoint.kind)
+        if p.kind != checkpoint.kind:
+            raise ValueError(f"checkpoint {checkpoint.cp} was written as a {p.kind} but completes as a {checkpoint.kind}")
+        tasks = [p.tasks[sid] for sid in sorted(p.tasks, key=lambda s: (s.vertex, s.index))]
+        savepoint = p.kind == "savepoint"
+        files = {"exclusive": [self._stored_path(f, p, "exclusive") for f in p.exclusive], "shared": sorted(p.shared)}
+        sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
+        self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
+        self.held.append(Held(p.cp, p.kind, p.path, not savepoint,
+                              {"exclusive": list(p.exclusive), "shared": sorted(p.shared)}, p.kg_files))
+        if not savepoint:
+            self._no_sharing = False  # the first completed checkpoint after a no_claim restore ends NO_SHARING
+        subsumed = self._subsume(retained)
+        self._collect_garbage()
+        self._check_ref(f"after checkpoint {checkpoint.cp} completed")
+        return subsumed
+
+    def abort(self, cp: int) -> None:
+        p = self.pending.pop(cp, None)
+        if p is None:
+            return
+        # Exclusive files go at once; shared ones stay registered and go at a later subsumption
+        # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
+        for path in p.exclusive:
+            self.files.delete(path)
+            self._prune(os.path.dirname(path))
+        if "discard-on-abort" in self.mutants:
+            for path in sorted(p.shared):  # the bug: the aborted checkpoint's shared files, reused ones too
+                self.files.delete(path)
+        self._prune(p.path)
+        self._check_ref(f"after checkpoint {cp} was aborted")
+
+    def latest(self) -> CompletedCheckpoint | None:
+        if not self.held:
+            return None
+        h = self.held[-1]
+        try:
+            return load_checkpoint(h.path)
+        except MissingStateFile as exc:
+            raise InvariantViolation("REF", f"restoring checkpoint {h.cp}: {exc}") from None
+
+    def retained_ids(self) -> list[int]:
+        return [h.cp for h in self.held]
+
+    def close(self) -> None:
+        """The job ended: drop pending checkpoints and every owned file no retained checkpoint uses.
+
+        Flink's shutdown runs unregisterUnusedState(lowest retained), which keeps the uploads of
+        checkpoints aborted after that one forever; we delete them too, as REF asks.
+        """
+        for cp in sorted(self.pending):
+            self.abort(cp)
+        live = {f for h in self.held for f in h.files["shared"]}
+        for path, entry in sorted(self.registry.entries.items()):
+            if path not in live:
+                del self.registry.entries[path]
+                if entry.created_by > self.registry.highest_not_claimed:
+                    self.files.delete(path)
+        self._check_ref("when the job ended")
+
+    # ------------------------------------------------------------------ writing
+    def _kind(self, cp: int) -> str:
+        return self.kinds.get(cp) or self._kind_of(cp)
+
+    def _start(self, cp: int, kind: str | None = None) -> Pending:
+        kind = kind or self._kind(cp)
+        if kind == "savepoint":
+            while True:  # a fresh, self-contained directory (state.savepoints.dir)
+                path = os.path.join(self.base, f"{SAVEPOINT_PREFIX}{self.job[:6]}-{self.files.rng.getrandbits(48):012x}")
+                if not os.path.exists(path):
+                    break
+        else:
+            path = os.path.join(self.job_dir, f"{CHK_PREFIX}{cp}")
+        self.files.mkdirs(path)
+        return Pending(cp, kind, path, no_sharing=self._no_sharing)
+
+    def _write_task(self, snap: TaskSnapshot, p: Pending) -> dict[str, Any]:
+        entry: dict[str, Any] = {
+            "sid": str(snap.sid), "unaligned": snap.unaligned, "input_done": snap.input_done,
+            "outputs_pending": snap.outputs_pending, "acked": snap.acked,
+            "processed": encode_counters(snap.processed), "emitted": encode_counters(snap.emitted)}
+        operator = snap.operator
+        if self.config.incremental and p.kind == "checkpoint" and is_keyed(operator):
+            rest, pieces = split_keyed(operator)
+            entry["operator"] = self._handle(encode(rest), p)
+            base = {} if p.no_sharing else self._baseline()
+            entry["key_groups"] = [[kg, self._piece(snap.sid.vertex, kg, encode(pieces[kg]), p, base)]
+                                   for kg in sorted(pieces)]
+        else:
+            entry["operator"] = self._handle(encode(operator), p)
+        if snap.input_state or snap.output_state:
+            entry["channels"] = self._handle({"input": encode_channels(snap.input_state),
+                                              "output": encode_channels(snap.output_state)}, p)
+        return entry
+
+    def _handle(self, value: Any, p: Pending) -> dict[str, Any]:
+        """An exclusive piece of state: inlined under the threshold, else a file in chk-N."""
+        data = dumps(value)
+        if len(data) < self.config.inline_threshold:
+            return {"inline": value, "bytes": len(data)}
+        path = self._create(p, f"{CHK_PREFIX}{p.cp}", data)
+        p.exclusive.append(path)
+        return {"file": self._stored_path(path, p, "exclusive"), "scope": "exclusive", "bytes": len(data),
+                "sha256": sha256(data)}
+
+    def _piece(self, vertex: str, kg: int, value: Any, p: Pending, base: KgFiles) -> dict[str, Any]:
+        """A key group's state: reused when unchanged since the baseline, else uploaded to shared/."""
+        data = dumps(value)
+        if len(data) < self.config.inline_threshold:
+            return {"inline": value, "bytes": len(data)}
+        if p.no_sharing:
+            return self._handle(value, p)  # NO_SHARING: uploaded as EXCLUSIVE (facts §5.2)
+        digest = sha256(data)
+        prev = base.get((vertex, kg))
+        reuse = prev is not None and prev[0] == digest
+        path = prev[1] if reuse else self._create(p, SHARED_DIR, data)  # type: ignore[index]
+        p.shared.add(path)
+        p.kg_files[(vertex, kg)] = (digest, path)
+        return {"file": path, "scope": "shared", "bytes": len(data), "sha256": digest}
+
+    def _baseline(self) -> KgFiles:
+        """Key-group files of the newest retained checkpoint, if this job owns it (else a full upload)."""
+        for h in reversed(self.held):
+            if h.kind != "savepoint":
+                return h.kg_files if h.owned else {}
+        return {}
+
+    def _create(self, p: Pending, sub: str, data: bytes) -> str:
+        if p.kind == "savepoint":  # self-contained: no entropy, so the directory can be moved
+            return self.files.create(p.path, data, None, 0)
+        template = os.path.join(self.data_base, self.job, sub)
+        return self.files.create(template, data, self.config.entropy, self.config.entropy_length)
+
+    def _stored_path(self, path: str, p: Pending, scope: str) -> str:
+        """Relative only for exclusive files without entropy, i.e. those inside the checkpoint directory."""
+        if scope == "exclusive" and os.path.dirname(path) == p.path:
+            return os.path.basename(path)
+        return path
+
+    # ------------------------------------------------------------------ retention and deletion
+    def _subsume(self, retained: int) -> list[int]:
+        """addCheckpointAndSubsumeOldestOne with CheckpointSubsumeHelper's rules (as InMemoryStorage)."""
+        subsumed: list[int] = []
+        while len(self.held) > retained:
+            victim = next((h for h in self.held[:-1] if h.kind == "savepoint"), self.held[0])
+            if victim is self.held[-1]:
+                break
+            self.held.remove(victim)
+            subsumed.append(victim.cp)
+            if victim.owned:
+                self._discard(victim)
+        return subsumed
+
+    def _discard(self, h: Held) -> None:
+        """The metadata first, so a half-discarded checkpoint is never offered for restore."""
+        self.files.delete(os.path.join(h.path, METADATA))
+        for path in h.files["exclusive"]:
+            self.files.delete(path)
+            self._prune(os.path.dirname(path))
+        self._prune(h.path)
+
+    def _collect_garbage(self) -> None:
+        # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
+        # so the lowest retained id never passes a file that a pending checkpoint registered.
+        ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
+        for path in self.registry.unregister_unused(min(ids)):
+            self.files.delete(path)
+
+    def _prune(self, directory: str) -> None:
+        if os.path.basename(directory).startswith((CHK_PREFIX, SAVEPOINT_PREFIX)):
+            self.files.rmdir_if_empty(directory)
+
+    def _check_ref(self, when: str) -> None:
+        """REF, as the engine goes: every file of every retained checkpoint still exists."""
+        for h in self.held:
+            for path in [os.path.join(h.path, METADATA), *h.files["exclusive"], *h.files["shared"]]:
+                if not os.path.exists(path):
+                    raise InvariantViolation("REF", f"{when}: retained checkpoint {h.cp} references {path}, which was deleted")
+
+    # ------------------------------------------------------------------ restore
+    def _guard(self, start: int) -> None:
+        for name in sorted(os.listdir(self.job_dir)) if os.path.isdir(self.job_dir) else []:
+            if name.startswith(CHK_PREFIX) and name[len(CHK_PREFIX):].isdigit() and int(name[len(CHK_PREFIX):]) > start \
+                    and os.path.exists(os.path.join(self.job_dir, name, METADATA)):
+                raise StorageError(
+                    f"{os.path.join(self.job_dir, name)} already holds a checkpoint of another run of job {self.job}; "
+                    f"restore from it (--restore), remove it, or give another job id or directory.")
+
+    def _restore(self, done: CompletedCheckpoint, refs: Any) -> None:
+        claim = self.restore_mode == "claim"
+        chain = [*older_checkpoints(refs), refs] if claim and refs.kind == "checkpoint" else [refs]
+        for r in chain:
+            self.registry.register_restored(r.files["shared"], r.id, claimed=claim)
+            kg = r.kg_files if claim and r.kind == "checkpoint" else {}
+            self.held.append(Held(r.id, "checkpoint", r.path, claim,
+                                  {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}, kg))
+        self.held[-1].kind = done.kind
+        self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
+        self.restored = done
+
+
+def default_job(restored: Any, mode: str) -> str:
+    """Fresh runs use Flink's fixed application-mode id; a claimed checkpoint's job continues in its
+    directory; any other restore is a new job (Flink assigns a new JobID), named from what it restored."""
+    if restored is None:
+        return "0" * 32
+    if mode == "claim":
+        return restored.job
+    return sha256(f"{restored.job}/restored/{restored.kind}/{restored.id}".encode())[:32]
+
+
+def load_restore_target(path: str) -> tuple[CompletedCheckpoint, Any]:
+    """A chk-N or savepoint directory (or its _metadata file), read whole: a missing file is an error."""
+    directory = os.path.dirname(path) if os.path.basename(path.rstrip("/")) == METADATA else path
+    directory = os.path.abspath(directory)
+    if not os.path.isdir(directory):
+        raise StorageError(f"{path}: no such checkpoint directory; give a chk-N or savepoint directory.")
+    return load_checkpoint(directory), referenced_files(directory)
+
+
+def older_checkpoints(refs: Any) -> list[Any]:
+    """The other complete checkpoints of a claimed checkpoint's job directory (they share its files)."""
+    job_dir = os.path.dirname(refs.path)
+    found = []
+    for name in sorted(os.listdir(job_dir)):
+        if not (name.startswith(CHK_PREFIX) and name[len(CHK_PREFIX):].isdigit()):
+            continue
+        directory = os.path.join(job_dir, name)
+        if directory == refs.path or not os.path.exists(os.path.join(directory, METADATA)):
+            continue
+        other = referenced_files(directory)
+        if other.id > refs.id:
+            raise StorageError(f"claim mode takes ownership of {refs.path}, but {directory} is newer and shares its "
+                               f"files; restore from the newest checkpoint or use no_claim.")
+        found.append(other)
+    return sorted(found, key=lambda r: r.id)
