@@ -61,3 +61,45 @@ class ExternalChooser:
             return self._fallback.choose(weights)
         self.used += 1
         return self._draw(len(weights))
+
+
+class ScriptedChooser:
+    """Replays recorded choices (modulo the number of enabled actions), then chooses by seed."""
+
+    __slots__ = ("_choices", "_at", "_fallback")
+
+    def __init__(self, choices: Sequence[int], seed: int):
+        self._choices = list(choices)
+        self._at = 0
+        self._fallback = SeededChooser(seed)
+
+    def choose(self, weights: Sequence[int]) -> int:
+        if len(weights) == 1:
+            return 0
+        if self._at < len(self._choices):
+            c = self._choices[self._at] % len(weights)
+            self._at += 1
+            return c
+        return self._fallback.choose(weights)
+
+
+class RecordingChooser:
+    """Draws each choice from ``draw(n)`` for the first ``budget`` choices and records them, so
+    the schedule can be written into a replayable scenario (``schedule.choices``)."""
+
+    __slots__ = ("_draw", "_budget", "_fallback", "choices")
+
+    def __init__(self, draw: Callable[[int], int], budget: int, seed: int):
+        self._draw = draw
+        self._budget = budget
+        self._fallback = SeededChooser(seed)
+        self.choices: list[int] = []
+
+    def choose(self, weights: Sequence[int]) -> int:
+        if len(weights) == 1:
+            return 0
+        if len(self.choices) < self._budget:
+            c = self._draw(len(weights))
+            self.choices.append(c)
+            return c
+        return self._fallback.choose(weights)

@@ -1,0 +1,156 @@
+"""Random scenarios (job graph, checkpointing, network, schedule, failures, rescales) from one generator.
+
+The generator draws through a ``Draw`` (``integer(lo, hi)``), so the same code serves two drivers:
+Hypothesis (``reference.fuzz.scenarios()``, whose draws shrink towards small graphs, few failures
+and short schedules) and a seed (``scenario_from_seed``, for campaigns distributed as Spark tasks,
+where each task only needs an integer). Every graph it makes is valid by construction.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+MODES = ("aligned", "unaligned", "aligned_timeout")
+SINGLE_GATE_FAMILIES = (("forward", "rescale", "broadcast"), ("rebalance", "shuffle"), ("global",), ("custom",))
+ANY_INPUT = ("rebalance", "forward", "hash", "shuffle", "rescale", "global", "custom", "broadcast")
+MIDDLE_KINDS = ("map", "keyed_count", "filter", "union", "co_map", "broadcast_state")
+
+
+class Draw(Protocol):
+    def integer(self, lo: int, hi: int) -> int:
+        """An integer in [lo, hi]; drivers that shrink prefer lo."""
+        ...
+
+
+class SeedDraw:
+    __slots__ = ("_rng",)
+
+    def __init__(self, seed: int):
+        self._rng = random.Random(seed)
+
+    def integer(self, lo: int, hi: int) -> int:
+        return self._rng.randint(lo, hi)
+
+
+def choice(d: Draw, options: Sequence[T]) -> T:
+    return options[d.integer(0, len(options) - 1)]
+
+
+def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
+               blocking: bool = False) -> dict[str, Any]:
+    """A valid, streaming-friendly job graph: every non-sink vertex feeds something."""
+    vertices: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    par: dict[str, int] = {}
+    kind_of: dict[str, str] = {}
+
+    def add(vid: str, kind: str, p: int, **extra: Any) -> None:
+        vertices.append({"id": vid, "kind": kind, "parallelism": p, **extra})
+        par[vid], kind_of[vid] = p, kind
+
+    def exchange() -> str:
+        return "blocking" if blocking and d.integer(0, 3) == 0 else "pipelined"
+
+    def partitioner(options: Sequence[str], src: str, dst_p: int) -> str:
+        allowed = [p for p in options if p != "forward" or par[src] == dst_p]
+        return choice(d, allowed)
+
+    for i in range(d.integer(1, 2)):
+        add(f"src{i}", "source", d.integer(1, max_parallelism), records=d.integer(max_records // 4, max_records),
+            keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
+
+    def producers() -> list[str]:
+        return [v for v in par if kind_of[v] != "sink"]
+
+    def connect(vid: str, kind: str, inputs: list[str]) -> None:
+        dst_p = par[vid]
+        if kind == "keyed_count":
+            for g, src in enumerate(inputs):
+                edges.append({"from": src, "to": vid, "partitioner": "hash", "exchange": exchange(), "gate": g})
+        elif kind == "broadcast_state":
+            data = ("hash", "rebalance", "forward", "shuffle", "rescale", "global")
+            edges.append({"from": inputs[0], "to": vid, "partitioner": partitioner(data, inputs[0], dst_p),
+                          "exchange": exchange(), "gate": 0})
+            edges.append({"from": inputs[1], "to": vid, "partitioner": "broadcast", "exchange": exchange(), "gate": 1})
+        elif kind == "co_map":
+            options = [p for p in ANY_INPUT if p != "hash"]
+            for g, src in enumerate(inputs):
+                edges.append({"from": src, "to": vid, "partitioner": partitioner(options, src, dst_p),
+                              "exchange": exchange(), "gate": g})
+        else:
+            family = choice(d, SINGLE_GATE_FAMILIES)
+            for src in inputs:
+                edges.append({"from": src, "to": vid, "partitioner": partitioner(family, src, dst_p),
+                              "exchange": exchange(), "gate": 0})
+
+    n_inputs = {"map": 1, "filter": 1, "keyed_count": 2, "union": 3, "co_map": 3, "broadcast_state": 2}
+    for i in range(d.integer(0, max_middle)):
+        kind = choice(d, MIDDLE_KINDS)
+        low = 2 if kind in ("co_map", "broadcast_state") else 1
+        inputs = [choice(d, producers()) for _ in range(d.integer(low, max(low, n_inputs[kind])))]
+        vid = f"{kind}{i}"
+        p = par[inputs[0]] if d.integer(0, 1) == 0 else d.integer(1, max_parallelism)
+        add(vid, kind, p, **({"drop_every": d.integer(2, 6)} if kind == "filter" else {}))
+        connect(vid, kind, inputs)
+    sink_inputs = [choice(d, producers()) for _ in range(d.integer(1, 2))]
+    add("sink", "sink", d.integer(1, max_parallelism), delivery="exactly_once")
+    connect("sink", "sink", sink_inputs)
+    fed = {e["from"] for e in edges}
+    for vid in [v for v in par if kind_of[v] != "sink" and v not in fed]:
+        add(f"{vid}_out", "sink", par[vid], delivery="exactly_once")
+        connect(f"{vid}_out", "sink", [vid])
+    return {"name": "generated", "max_parallelism": 128, "vertices": vertices, "edges": edges}
+
+
+def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
+                  max_parallelism: int = 4, rescale: bool = True, max_records: int = 200) -> dict[str, Any]:
+    """A scenario over a generated graph; failures hit while in-flight data is likely non-empty."""
+    graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records)
+    mode = choice(d, modes)
+    interval = d.integer(5, 60)
+    ck: dict[str, Any] = {"mode": mode, "interval": interval}
+    if mode == "aligned_timeout":
+        ck["timeout"] = d.integer(0, interval)
+    if mode == "aligned":
+        ck["max_concurrent"] = d.integer(1, 3)
+    record_bytes = 64
+    network = {"buffer_bytes": record_bytes * d.integer(1, 8), "record_bytes": record_bytes,
+               "exclusive": d.integer(1, 3), "floating": d.integer(1, 4)}
+    ids = [v["id"] for v in graph["vertices"]]
+    schedule: dict[str, Any] = {"policy": "uniform"}
+    if d.integer(0, 2) > 0:
+        schedule = {"policy": "backpressure", "slow": choice(d, ids), "slowdown": d.integer(2, 40)}
+    failures = []
+    for _ in range(d.integer(0, 2)):
+        target = choice(d, ids)
+        if d.integer(0, 1) == 0:
+            failures.append({"after_checkpoint": d.integer(1, 4), "delay": d.integer(0, 20), "target": f"{target}[0]"})
+        else:
+            failures.append({"at_step": d.integer(1, 600), "target": f"{target}[0]"})
+    rescales = []
+    if rescale and failures:
+        movable = _rescalable(graph)
+        if movable and d.integer(0, 1):
+            vid = choice(d, movable)
+            rescales.append({"on_failure": d.integer(0, len(failures) - 1), "parallelism": {vid: d.integer(1, max_parallelism)}})
+    return {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
+            "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
+            "max_steps": 200_000}
+
+
+def _rescalable(graph: dict[str, Any]) -> list[str]:
+    """Vertices whose rescale Flink accepts even with channel state: no pointwise or broadcast edge
+    touches them, and no custom partitioner (facts §2.4, §3.7)."""
+    fixed = set()
+    for e in graph["edges"]:
+        if e["partitioner"] in ("forward", "rescale", "broadcast", "custom"):
+            fixed |= {e["from"], e["to"]}
+    return [v["id"] for v in graph["vertices"] if v["id"] not in fixed]
+
+
+def scenario_from_seed(seed: int, **kwargs: Any) -> dict[str, Any]:
+    return scenario_dict(SeedDraw(seed), **kwargs)
