@@ -141,33 +141,34 @@ class KeyedCountOperator(KeyedOperator):
 class BroadcastStateOperator(KeyedOperator):
     """Data on gate 0 (checked for ownership when hash-partitioned); broadcast elements on gate 1.
 
-    Broadcast elements are applied to broadcast state (the set of their rids) and emitted, so the
-    oracle sees them once per subtask. Flink snapshots broadcast state on every subtask; on restore
-    each new subtask gets one old subtask's copy (see reference.rescale).
+    Broadcast elements are applied to broadcast state (a multiset of their rids: a broadcast edge
+    from a parallel producer legitimately delivers one rid once per producer subtask) and emitted,
+    so the oracle sees each application at the sinks. Flink snapshots broadcast state on every
+    subtask; on restore each new subtask gets one old subtask's copy (see reference.rescale).
     """
 
     def __init__(self, task: Task):
         super().__init__(task)
-        self.broadcast: set[int] = set()
+        self.broadcast: dict[int, int] = {}
         self.hashed = any(e.partitioner == "hash" and e.gate == 0 for e in task.engine.graph.in_edges(task.sid.vertex))
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         if ch.gate.index == 1:
-            if rec[RID] in self.broadcast:
-                raise InvariantViolation("EXACTLY_ONCE", f"{self.task.sid} applied broadcast element {rec[RID]} twice")
-            self.broadcast.add(rec[RID])
+            self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
         elif self.hashed:
             self.check(rec, ch)
         self.task.emit(rec)
 
     def snapshot(self) -> dict[str, Any]:
         snap = super().snapshot()
-        snap["broadcast"] = sorted(self.broadcast)
+        snap["broadcast"] = [rid for rid, n in sorted(self.broadcast.items()) for _ in range(n)]
         return snap
 
     def restore(self, state: dict[str, Any]) -> None:
         super().restore(state)
-        self.broadcast = set(state.get("broadcast", ()))
+        self.broadcast = {}
+        for rid in state.get("broadcast", ()):
+            self.broadcast[rid] = self.broadcast.get(rid, 0) + 1
 
 
 def make_operator(task: Task) -> Operator:
