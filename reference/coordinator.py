@@ -130,5 +130,6 @@ class Coordinator:
         stats.state_bytes = (stats.input_state_records + stats.output_state_records) * rb
         stats.alignment_steps = self.engine.alignment_steps.pop(p.cp, 0)
         stats.inflight_bytes = self.engine.inflight_at_trigger.pop(p.cp, 0)
+        stats.buffer_size = self.engine.buffer_size_at_trigger.pop(p.cp, 0)
         self.stats.append(stats)
         self.engine.on_complete(done, subsumed)

@@ -134,6 +134,7 @@ class InputGate:
     floating: int = 8
     floating_in_use: int = 0
     recovery_done: bool = False
+    debloat: Any = None  # reference.debloat.GateDebloat when buffer debloating is on (one per gate, as in Flink)
 
     def can_receive(self, ch: InputChannel) -> bool:
         return ch.nbuf < self.exclusive or self.floating_in_use < self.floating

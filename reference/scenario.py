@@ -17,10 +17,10 @@ MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
 POLICIES = ("uniform", "backpressure")
 
 _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
-        "workers", "savepoints", "debloat", "storage", "restore"}
+        "workers", "savepoints", "debloat", "storage", "restore", "batch"}
 _CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
-_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight"}
+_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "process_records"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
 
@@ -42,6 +42,9 @@ class Schedule:
     slow: str | None = None  # vertex slowed by the backpressure policy
     slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
     flush_weight: int = 1  # weight of the output flusher; every other action weighs ``slowdown``
+    # Records one processing action may consume, across buffers of one channel (a per-record cost,
+    # which buffer debloating needs to matter); None: one buffer per action, whatever its size.
+    process_records: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,6 +117,9 @@ class Scenario:
             raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
             raise ScenarioError(f"{where}: schedule.slow names no vertex ({schedule.slow!r}).")
+        pr = schedule.process_records
+        if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool) or pr < 1):
+            raise ScenarioError(f"{where}: schedule.process_records must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
         mutants = tuple(_list(data, "mutants", where))
@@ -126,7 +132,12 @@ class Scenario:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ScenarioError(f"{where}: '{name}' must be a non-negative integer, got {value!r}.")
         workers = data.get("workers")
-        extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore") if k in data}
+        extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore", "batch") if k in data}
+        from reference.batch import BatchConfig
+        from reference.debloat import DebloatConfig
+
+        DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
+        BatchConfig.from_json(extra.get("batch"), where)
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
             graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,
@@ -144,7 +155,9 @@ class Scenario:
                         "exclusive": self.network.exclusive, "floating": self.network.floating,
                         "output_pool": self.network.output_pool},
             "schedule": {"policy": self.schedule.policy, "slow": self.schedule.slow,
-                         "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight},
+                         "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight,
+                         **({"process_records": self.schedule.process_records}
+                            if self.schedule.process_records is not None else {})},
             "failures": [{k: v for k, v in (("target", f.target), ("at_step", f.at_step),
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],

@@ -100,7 +100,9 @@ class Task:
             if p.pool - p.in_use < p.need:
                 self.out_blocked = True
         cur.append(rec)
-        if len(cur) * p.record_bytes >= sp.buffer_size:
+        # Full when another record would not fit: a buffer holds at most max(record size, announced
+        # size) bytes (BufferWritingResultPartition trims to the debloated size; records never split).
+        if (len(cur) + 1) * p.record_bytes > sp.buffer_size:
             self.finish_buffer(sp)
 
     def finish_buffer(self, sp: OutputSubpartition) -> None:
@@ -129,13 +131,14 @@ class Task:
             return True
         return bool(ch.queue) and not ch.gate.recovering()
 
-    def process(self, ch: InputChannel) -> None:
-        """Process from one channel: recovered data first, then the head of the live queue."""
+    def process(self, ch: InputChannel, limit: int | None = None) -> None:
+        """Process from one channel: recovered data first, then the head of the live queue
+        (at most ``limit`` records of the head buffer when given)."""
         live = not ch.recovered
         q = ch.queue if live else ch.recovered
         head = q[0]
         if isinstance(head, Buf):
-            self._process_buffer(ch, q, head, live)
+            self._process_buffer(ch, q, head, live, limit)
         elif isinstance(head, Barrier):
             q.popleft()
             if ch.sender is not None and ch.sender.trace is not None:
@@ -151,14 +154,15 @@ class Task:
             q.popleft()
             self._channel_ended(ch)
 
-    def _process_buffer(self, ch: InputChannel, q: Any, buf: Buf, live: bool) -> None:
+    def _process_buffer(self, ch: InputChannel, q: Any, buf: Buf, live: bool, limit: int | None = None) -> None:
         recs, i = buf.recs, ch.head_pos
         n = len(recs)
+        stop = n if limit is None else min(n, i + limit)
         self.lineage = buf.origin if buf.origin >= 0 else ch.producer
         apply = self.op.apply
         start = i
         self.output_available()
-        while i < n and not self.out_blocked:
+        while i < stop and not self.out_blocked:
             apply(recs[i], ch)
             i += 1
         ch.processed += i - start
