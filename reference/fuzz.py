@@ -9,6 +9,7 @@ what a Spark cluster runs: ``verdict_of_seed`` is a plain top-level function of 
 
 from __future__ import annotations
 
+import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -40,7 +41,7 @@ KILL_SETTINGS: dict[str, dict[str, Any]] = {
 
 # The generator settings of KILL_SETTINGS that scenario_dict understands.
 KILL_GEN: dict[str, dict[str, Any]] = {
-    m: {k: v for k, v in opts.items() if k in ("modes", "rescale")} for m, opts in KILL_SETTINGS.items()
+    m: {k: v for k, v in opts.items() if k in ("modes", "rescale", "storage")} for m, opts in KILL_SETTINGS.items()
 }
 
 
@@ -57,11 +58,16 @@ class Verdict:
 
 
 def run_scenario(sdict: dict[str, Any], chooser: Any = None) -> Verdict:
-    """Run one scenario; a restore Flink refuses is a 'refused' verdict, not a failure."""
-    try:
-        result = simulate(Scenario.from_json(sdict), chooser=chooser)
-    except RestoreRefused as exc:
-        return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict)
+    """Run one scenario; a restore Flink refuses is a 'refused' verdict, not a failure.
+
+    A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
+    """
+    with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
+        checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
+        try:
+            result = simulate(Scenario.from_json(sdict), chooser=chooser, checkpoint_dir=checkpoint_dir)
+        except RestoreRefused as exc:
+            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict)
     return Verdict(result.ok, False, result.violations, sdict)
 
 

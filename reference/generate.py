@@ -107,7 +107,8 @@ def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_re
 
 
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
-                  max_parallelism: int = 4, rescale: bool = True, max_records: int = 200) -> dict[str, Any]:
+                  max_parallelism: int = 4, rescale: bool = True, max_records: int = 200,
+                  storage: bool = False) -> dict[str, Any]:
     """A scenario over a generated graph; failures hit while in-flight data is likely non-empty."""
     graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records)
     mode = choice(d, modes)
@@ -137,9 +138,17 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         if movable and d.integer(0, 1):
             vid = choice(d, movable)
             rescales.append({"on_failure": d.integer(0, len(failures) - 1), "parallelism": {vid: d.integer(1, max_parallelism)}})
-    return {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
-            "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
-            "max_steps": 200_000}
+    out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
+           "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
+           "max_steps": 200_000}
+    if storage:
+        # On-disk incremental checkpoints, several retained, and checkpoints that expire or are
+        # subsumed now and then, so shared files are reused across checkpoints and aborts happen.
+        ck["incremental"] = True
+        ck["retained"] = d.integer(1, 3)
+        ck["checkpoint_timeout"] = d.integer(3, 80)
+        out["storage"] = {"incremental": True}  # the directory is chosen by whoever runs it
+    return out
 
 
 def _rescalable(graph: dict[str, Any]) -> list[str]:
