@@ -63,20 +63,36 @@ def cut_holds_records(processed: int, input_state: list, output_state: list, emi
     return cut_holds(list(range(processed)), seq(input_state), seq(output_state), list(range(emitted)))
 
 
-def order_checked_edges(graph: JobGraph) -> dict[str, frozenset[int]]:
-    """Edges into keyed vertices on which ORDER is promised: their producer receives each source's
-    records along a single path, so per key, split and producer subtask the offsets must increase.
-    (With several paths the copies of different paths interleave legitimately.)"""
+def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -> dict[str, frozenset[int]]:
+    """Edges into keyed vertices on which ORDER is promised.
+
+    The promise holds on an edge when its producer receives each source's records along a single
+    path (with several paths, copies of different paths interleave legitimately) and each of its
+    subtasks receives a given key and split over one channel, in order (FIFO). A split reaches
+    several subtasks of a vertex after a spreading exchange (rebalance, shuffle, rescale,
+    broadcast); from there only forward keeps one channel per subtask, and any other exchange lets
+    slices of the split arriving from different subtasks interleave. ``broken`` names vertices
+    whose order a restore merged (reference.rescale); everything downstream of them loses it too.
+    """
+    spreading = {"rebalance", "shuffle", "rescale", "broadcast"}
     paths: dict[str, dict[str, int]] = {}
+    spread: dict[str, bool] = {}  # a key and split may reach more than one subtask
+    fifo: dict[str, bool] = {}  # every subtask receives each key and split over one channel, in order
     for vid in graph.topological_order():
         v = graph.vertex(vid)
+        ins = graph.in_edges(vid)
         counts: dict[str, int] = {vid: 1} if v.kind == "source" else {}
-        for e in graph.in_edges(vid):
+        for e in ins:
             for src, n in paths[e.source].items():
                 counts[src] = counts.get(src, 0) + n
         paths[vid] = counts
+        spread[vid] = any(e.partitioner in spreading or (e.partitioner == "forward" and spread[e.source]) for e in ins)
+        fifo[vid] = vid not in broken and all(
+            fifo[e.source] and (not spread[e.source] or e.partitioner == "forward") for e in ins
+        )
     out: dict[str, frozenset[int]] = {}
     for v in graph.vertices:
         if v.kind in ("keyed_count", "broadcast_state"):
-            out[v.id] = frozenset(e.key for e in graph.in_edges(v.id) if all(n <= 1 for n in paths[e.source].values()))
+            out[v.id] = frozenset(e.key for e in graph.in_edges(v.id)
+                                  if fifo[e.source] and all(n <= 1 for n in paths[e.source].values()))
     return out

@@ -45,6 +45,10 @@ def global_failover(engine: Engine, target: str, failure_index: int | None) -> N
                 events.append(("restore", latest.cp))
     if latest is None:
         engine._build(None, new_parallelism)
+        if rescaled:
+            from reference.fanout import after_restore
+
+            after_restore(engine, None)  # broadcast copies follow the new parallelism from the start
         engine.event("restart", "no completed checkpoint: from the beginning")
     else:
         engine._build(latest, new_parallelism)

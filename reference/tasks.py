@@ -242,7 +242,11 @@ class Task:
         """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
         for ch in self.channels:
             ch.blocked = False
-            if ch.sender is not None:
+            # A sender held by EndOfChannelState stays held until its gate saw the event on every
+            # channel (InputGate.upstream_recovered): a checkpoint during recovery must not let new
+            # data overtake another channel's recovered data (after a rescale, a split's old
+            # in-flight records and its new ones come from different senders).
+            if ch.sender is not None and not any(c.recovery_pending for c in ch.gate.channels):
                 ch.sender.blocked = False
 
     def stop_persisting(self) -> None:
