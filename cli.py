@@ -436,6 +436,29 @@ def _parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
     return result
 
 
+def _print_restore(r: dict[str, Any]) -> None:
+    """Per edge: in-flight records restored, where they moved (old producer→consumer ⇒ new), and
+    how many the rescaling filter dropped."""
+    rows = []
+    for key, d in sorted(r.get("edges", {}).items(), key=lambda kv: int(kv[0])):
+        moves = d.get("moves") or []
+        moved = "\n".join(moves) if moves else ("in place" if d["input_records"] + d["output_records"] else "")
+        rows.append([d.get("edge", f"#{key}"), d.get("mapper", "1:1"), d["input_records"], d["output_records"],
+                     d.get("filtered", 0), moved])
+    if not rows:
+        return
+    title = f"restore from checkpoint {r['checkpoint']}"
+    if r.get("rescaled"):
+        changes = ", ".join(f"{v} {old}→{new}" for v, (old, new) in sorted(r.get("parallelism", {}).items()))
+        title += f" (rescaled: {changes})"
+    _show(title, ["edge", "mapper (input / output)", "input-state records", "output-state records",
+                  "dropped by filter", "moved (old producer→consumer ⇒ new): records"], rows)
+    if r.get("order_unchecked_edges"):
+        out.print("ORDER is no longer checked on edge(s) " + ", ".join(f"#{k}" for k in r["order_unchecked_edges"])
+                  + ": the rescale merged several old subtasks' in-flight slices of a split into one new subtask.",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
 def _print_run(result: Any) -> None:
     s = result.summary()
     eo = s["exactly_once"]
@@ -452,11 +475,7 @@ def _print_run(result: Any) -> None:
     ]
     out.print(table(f"simulate (seed {s['seed']})", ["", "value"], rows))
     for r in s["restores"]:
-        edge_rows = [[e, d["input_records"], d["output_records"], d.get("filtered", 0), d.get("moves", "")]
-                     for e, d in sorted(r.get("edges", {}).items())]
-        if edge_rows:
-            out.print(table(f"restore from checkpoint {r['checkpoint']}" + (" (rescaled)" if r.get("rescaled") else ""),
-                            ["edge", "input-state records", "output-state records", "dropped by filter", "moved"], edge_rows))
+        _print_restore(r)
     for v in s["violations"]:
         out.print(f"[bold red]{v['invariant']} violated[/] at step {v['step']}: {v['detail']}", highlight=False)
     if result.run_dir:
@@ -474,12 +493,22 @@ def simulate(
     mode: str = typer.Option(None, "--mode", help="Override the checkpoint mode: aligned, unaligned, aligned_timeout, at_least_once."),
     mutant: list[str] = typer.Option(None, "--mutant", help="Switch on a named protocol fault (repeatable)."),
     json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
+    rescale: list[str] = typer.Option(None, "--rescale", help="VERTEX=P: restore at this parallelism after the first failure (repeatable)."),
 ) -> None:
-    """Run a scenario on the reference engine, write its recovery logs, and check every invariant."""
+    """Run a scenario on the reference engine, write its recovery logs, and check every invariant.
+
+    A restore Flink would refuse (rescaling in-flight data of a pointwise, broadcast or custom edge)
+    ends the run with exit 2 and the reason."""
     from reference import Scenario
     from reference import simulate as run
 
     scen = Scenario.from_json(scenario).with_overrides(seed=seed, mode=mode, mutants=tuple(mutant) if mutant else None)
+    if rescale:
+        parallelism = _parse_assignments(rescale, "--rescale")
+        if not scen.failures:
+            raise CutcheckError(f"{scenario}: --rescale applies to the restore after the first failure, but the scenario "
+                                "has no failures; add one under 'failures'.")
+        scen = scen.with_rescale(parallelism, on_failure=0, label="--rescale")
     result = run(scen, out_dir=out_dir)
     _print_run(result)
     write_json(json_path, result.summary())

@@ -219,7 +219,7 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
     new_producers = invert_mapping(assign_channel_state(up, uo, un), uo)
     new_consumers = invert_mapping(assign_channel_state(down, co, cn), co)
     ambiguous = frozenset(ambiguous_old_subtasks(down, co, cn))
-    report.mapper = f"{down.name} (input) / {up.name} (output)"
+    report.mapper = f"{down.name} / {up.name}"
     report.ambiguous = tuple(sorted(ambiguous))
     # Flink filters while deserializing at the receiver (RecordFilter over the re-created
     # partitioner); we filter here, at assignment, which is equivalent because the filter is a pure

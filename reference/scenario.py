@@ -122,6 +122,7 @@ class Scenario:
             raise ScenarioError(f"{where}: schedule.process_records must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
+        check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
         mutants = tuple(_list(data, "mutants", where))
         for m in mutants:
             if m not in MUTANTS:
@@ -181,6 +182,22 @@ class Scenario:
                 raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
         return replace(self, seed=self.seed if seed is None else seed, checkpoint=checkpoint,
                        mutants=self.mutants if mutants is None else tuple(mutants))
+
+    def with_rescale(self, parallelism: Mapping[str, int], on_failure: int = 0, label: str = "rescale") -> Scenario:
+        """The scenario with ``parallelism`` applied at the restore after failure ``on_failure``, over
+        what the scenario's own rescale of that failure says (``label`` names it in errors)."""
+        if not 0 <= on_failure < len(self.failures):
+            raise ScenarioError(f"{label}: the scenario has {len(self.failures)} failure(s), none with index {on_failure}.")
+        merged = dict(parallelism)
+        rescales = []
+        for r in self.rescales:
+            if r.on_failure == on_failure:
+                merged = {**r.parallelism, **merged}
+            else:
+                rescales.append(r)
+        rescales.append(Rescale(on_failure, merged))
+        check_rescales(self.graph, tuple(rescales), [f"rescales[{i}]" for i in range(len(rescales) - 1)] + [label])
+        return replace(self, rescales=tuple(rescales))
 
 
 def _no_unknown(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
@@ -249,6 +266,27 @@ def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:
     par = raw.get("parallelism")
     if not isinstance(on, int) or not 0 <= on < max(failures, 1) or failures == 0:
         raise ScenarioError(f"{w}: on_failure must index one of the {failures} failures.")
-    if not isinstance(par, dict) or not all(isinstance(v, int) and v >= 1 for v in par.values()):
+    if not isinstance(par, dict) or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 1 for v in par.values()):
         raise ScenarioError(f"{w}: parallelism must map vertex ids to positive integers.")
     return Rescale(on, dict(par))
+
+
+def check_rescales(graph: JobGraph, rescales: tuple[Rescale, ...], labels: list[str]) -> None:
+    """Each rescale, applied in failure order over the earlier ones, must give a job Flink runs: named
+    vertices, parallelism within 1..max parallelism, and equal parallelism across forward edges."""
+    current = {v.id: v.parallelism for v in graph.vertices}
+    for i in sorted(range(len(rescales)), key=lambda i: rescales[i].on_failure):
+        w = labels[i]
+        for vid, p in rescales[i].parallelism.items():
+            if vid not in current:
+                raise ScenarioError(f"{w}: no vertex {vid!r} to rescale; the vertices are {', '.join(current)}.")
+            limit = graph.max_parallelism(vid)
+            if not 1 <= p <= limit:
+                raise ScenarioError(f"{w}: parallelism {p} of '{vid}' is outside 1..{limit}, its max parallelism "
+                                    f"(which fixes its key groups); choose at most {limit}.")
+            current[vid] = p
+        for e in graph.edges:
+            if e.partitioner == "forward" and current[e.source] != current[e.target]:
+                raise ScenarioError(f"{w}: {e.describe()} is forward, which keeps equal parallelism on both ends, but the "
+                                    f"rescale gives {e.source} {current[e.source]} and {e.target} {current[e.target]}; "
+                                    "rescale both ends alike or use rebalance.")
