@@ -1,0 +1,119 @@
+"""The Flink environment: is the extra installed, the PyFlink gateway, and a MiniCluster we own.
+
+We start the MiniCluster ourselves (through the Java gateway) instead of letting PyFlink's local
+executor start one per job, for two reasons: the cluster outlives each job, so the REST statistics
+of a finished (or failed) job can still be read, and a failed job can be resubmitted at other
+parallelisms to the same cluster. Jobs reach it as a "remote" target through its REST port.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from model.errors import EnvironmentProblem
+
+INSTALL_HINT = "install the Flink extra with pip install 'cutcheck[flink]' (or pip install '.[flink]' in a checkout)"
+LOCK_NAME = "cutcheck-flink.lock"
+
+# TaskManager network settings: small buffers and few of them, so that a few thousand records
+# build real backpressure (and in-flight data for unaligned checkpoints) instead of fitting in
+# the default 32 KiB buffers at once.
+CLUSTER_DEFAULTS: dict[str, str] = {
+    "taskmanager.memory.segment-size": "4kb",
+    "taskmanager.network.memory.buffers-per-channel": "2",
+    "taskmanager.network.memory.floating-buffers-per-gate": "4",
+    "web.checkpoints.history": "10000",
+    "rest.bind-address": "127.0.0.1",
+    "rest.bind-port": "0",  # any free port: other engineers' clusters share this machine
+    "rest.address": "127.0.0.1",
+    "jobstore.expiration-time": "3600",
+    "rest.cache.checkpoint-statistics.timeout": "10ms",  # the driver arms the failure on fresh statistics
+}
+
+
+def flink_available() -> bool:
+    try:
+        import pyflink  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def require_flink() -> None:
+    """Raise EnvironmentProblem (exit 2) unless PyFlink and a Java runtime are usable."""
+    if not flink_available():
+        raise EnvironmentProblem(f"apache-flink (PyFlink) is not installed; {INSTALL_HINT}.")
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise EnvironmentProblem("Flink needs Java (11 or 17) and none was found; install a JDK and put java on PATH or set JAVA_HOME.")
+
+
+def gateway() -> Any:
+    """The PyFlink Java gateway (one JVM per Python process, started on first use)."""
+    require_flink()
+    os.environ.setdefault("FLINK_LOG_DIR", os.path.join(tempfile.gettempdir(), "cutcheck-flink-logs"))
+    os.makedirs(os.environ["FLINK_LOG_DIR"], exist_ok=True)
+    from pyflink.java_gateway import get_gateway
+
+    try:
+        return get_gateway()
+    except Exception as exc:  # the JVM did not start: Java missing or broken
+        raise EnvironmentProblem(f"the PyFlink Java gateway did not start ({str(exc).splitlines()[0][:200]}); check java -version (Java 11 or 17).") from None
+
+
+def python_path() -> str:
+    """What the embedded (thread-mode) interpreter must import: our packages and this venv's site-packages.
+
+    PyFlink's thread mode loads libpython of the base interpreter, whose sys.path lacks the venv.
+    """
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [root] + [p for p in sys.path if p and os.path.isdir(p)]
+    return os.pathsep.join(dict.fromkeys(paths))
+
+
+@contextlib.contextmanager
+def machine_lock() -> Iterator[None]:
+    """One Flink cluster of ours at a time on this machine (2 cores shared by several people)."""
+    path = os.path.join(tempfile.gettempdir(), LOCK_NAME)
+    with open(path, "a") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@dataclass(slots=True)
+class Cluster:
+    mini: Any  # org.apache.flink.runtime.minicluster.MiniCluster
+    port: int
+
+    @property
+    def rest_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+
+@contextlib.contextmanager
+def mini_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    gw = gateway()
+    jvm = gw.jvm
+    conf = jvm.org.apache.flink.configuration.Configuration()
+    for k, v in {**CLUSTER_DEFAULTS, **(extra or {})}.items():
+        conf.setString(k, v)
+    builder = jvm.org.apache.flink.runtime.minicluster.MiniClusterConfiguration.Builder()
+    cfg = builder.setConfiguration(conf).setNumTaskManagers(1).setNumSlotsPerTaskManager(slots).build()
+    with machine_lock():
+        mini = jvm.org.apache.flink.runtime.minicluster.MiniCluster(cfg)
+        mini.start()
+        try:
+            port = int(mini.getRestAddress().get().getPort())
+            yield Cluster(mini, port)
+        finally:
+            mini.close()

@@ -1,0 +1,310 @@
+"""``cutcheck flink run``: a job graph on a real Flink MiniCluster, with a failure and a rescale.
+
+The run, in order:
+
+1. Submit the job (attempt 0) with the chosen checkpointing.
+2. With ``fail_after=N``: once Flink reports checkpoint N completed, the driver creates the
+   ``armed`` marker; the failing vertex's function throws on its next record, once (see
+   flink_bridge.functions). Flink's restart strategy then restores the job in place from the
+   latest completed checkpoint, a real failover.
+3. With ``rescale``: the failure is not restarted in place (restart strategy ``none``); the job
+   fails, its checkpoints are retained (externalized), and the driver submits the job again at the
+   new parallelisms with ``execution.state-recovery.path`` set to the latest retained checkpoint.
+   That is the engine's "rescale on the restore after failure k" on a real cluster.
+4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
+
+Everything happens in ``<out>.tmp-<pid>/``: Flink's checkpoints and sink files under ``flink/``,
+then the recovery logs (flink_bridge.runlog); the directory is renamed to ``<out>`` at the end.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from flink_bridge import env as flink_env
+from flink_bridge.rest import TERMINAL, JobStats, Rest
+from flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
+from model.errors import CutcheckError, GraphError
+from model.graph import JobGraph
+
+MODES = ("unaligned", "aligned", "aligned_timeout")
+POLL_S = 0.1
+
+
+@dataclass(slots=True)
+class RunOptions:
+    mode: str = "unaligned"
+    interval_ms: int = 200
+    alignment_timeout_ms: int = 20  # aligned_timeout: start aligned, go unaligned after this
+    fail_after: int | None = None  # inject one failure once checkpoint N completed
+    fail_vertex: str | None = None  # default: the slow vertex
+    restart: bool = True  # restart in place after the failure (ignored with rescale)
+    rescale: dict[str, int] = field(default_factory=dict)
+    records: int | None = None  # records per source (overrides the graph)
+    slow: str | None = None  # default: the last keyed_count, else the first sink
+    delay_ms: float = 2.0  # per record at the slow vertex: backpressure, hence in-flight data
+    retained: int = 3
+    incremental: bool = False  # RocksDB incremental checkpoints (files in shared/)
+    inline_threshold: str | None = None  # execution.checkpointing.data-inline-threshold; default 0 with incremental
+    checkpoint_dir: str | None = None  # default: <run dir>/flink/checkpoints
+    job_id: str | None = None  # 32 hex digits: pin the first job's id (and so its checkpoint directory)
+    timeout_s: float = 900.0
+
+
+@dataclass(slots=True)
+class JobRun:
+    """One submission: the graph it ran and what Flink reported about it."""
+
+    index: int
+    graph: JobGraph
+    job_id: str
+    submitted_ms: int
+    restored_from: str | None = None
+    stats: JobStats | None = None
+
+
+@dataclass(slots=True)
+class FlinkRun:
+    graph: JobGraph
+    options: RunOptions
+    jobs: list[JobRun]
+    started_ms: int
+    ended_ms: int
+    work: str  # the flink/ directory (checkpoints, sink files, markers) inside the run directory
+    checkpoint_dir: str
+    sinks: dict[str, str]
+    slow: str = ""
+    fail_vertex: str | None = None
+    armed_ms: int | None = None
+    fired: str | None = None  # "vertex[i] epoch" from the fired marker
+    fired_ms: int | None = None
+    events: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch ms, kind, detail)
+
+
+def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, JobGraph]:
+    """Validate everything that can be checked without Flink: (graph to start, graph after the rescale)."""
+    if not isinstance(graph, JobGraph):
+        graph = JobGraph.from_json(graph)
+    if opts.mode not in MODES:
+        raise CutcheckError(f"--mode {opts.mode!r} is not one of {', '.join(MODES)}.")
+    if opts.records is not None:
+        data = graph.to_json()
+        for v in data["vertices"]:
+            if v["kind"] == "source":
+                v["records"] = opts.records
+        graph = JobGraph.from_json(data)
+    check_supported(graph)
+    if opts.rescale and opts.fail_after is None:
+        raise CutcheckError("--rescale needs --fail-after-checkpoint N: the rescaled restore is the one after that failure.")
+    if opts.fail_after is not None and opts.fail_after < 1:
+        raise CutcheckError("--fail-after-checkpoint must be at least 1 (checkpoint ids start at 1).")
+    target = graph.with_parallelism(opts.rescale) if opts.rescale else graph
+    for e in graph.edges:
+        if e.partitioner == "broadcast" and target.vertex(e.target).parallelism != graph.vertex(e.target).parallelism:
+            raise GraphError(f"{e.describe()}: rescaling '{e.target}' changes how many copies its broadcast input makes "
+                             "mid-run, which the exactly-once check cannot attribute; rescale another vertex.")
+    for name in (opts.slow, opts.fail_vertex):
+        if name is not None and name not in {v.id for v in graph.vertices}:
+            raise GraphError(f"vertex '{name}': no such vertex; vertices are {', '.join(v.id for v in graph.vertices)}.")
+    if opts.job_id is not None and (len(opts.job_id) != 32 or any(c not in "0123456789abcdef" for c in opts.job_id)):
+        raise CutcheckError(f"--job-id {opts.job_id!r}: a Flink job id is 32 lowercase hex digits.")
+    return graph, target
+
+
+def slow_vertex(graph: JobGraph, opts: RunOptions) -> str:
+    if opts.slow is not None:
+        return opts.slow
+    counts = [vid for vid in graph.topological_order() if graph.vertex(vid).kind == "keyed_count"]
+    if counts:
+        return counts[-1]
+    return next(vid for vid in graph.topological_order() if graph.vertex(vid).kind == "sink")
+
+
+def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str, restart: bool,
+               restore: str | None, job_id: str | None) -> dict[str, str]:
+    conf = {
+        "execution.target": "remote",
+        "rest.address": "127.0.0.1",
+        "rest.port": str(cluster.port),
+        "execution.runtime-mode": "STREAMING",
+        "python.execution-mode": "thread",  # functions run in the TaskManager's JVM (pemja): no worker processes
+        "python.executable": sys.executable,
+        "python.pythonpath": flink_env.python_path(),
+        "python.operator-chaining.enabled": "false",  # keeps one operator (and one uid) per function
+        "execution.checkpointing.interval": f"{opts.interval_ms}ms",
+        "execution.checkpointing.mode": "EXACTLY_ONCE",
+        "execution.checkpointing.max-concurrent-checkpoints": "1",
+        "execution.checkpointing.unaligned.enabled": "false" if opts.mode == "aligned" else "true",
+        "execution.checkpointing.aligned-checkpoint-timeout":
+            f"{opts.alignment_timeout_ms}ms" if opts.mode == "aligned_timeout" else "0ms",
+        "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
+        "execution.checkpointing.num-retained": str(opts.retained),
+        "execution.checkpointing.dir": Path(checkpoint_dir).absolute().as_uri(),
+        "state.backend.type": "rocksdb" if opts.incremental else "hashmap",
+        "execution.checkpointing.incremental": "true" if opts.incremental else "false",
+        "restart-strategy.type": "fixed-delay" if restart else "none",
+        "restart-strategy.fixed-delay.attempts": "3",
+        "restart-strategy.fixed-delay.delay": "200ms",
+    }
+    threshold = opts.inline_threshold if opts.inline_threshold is not None else ("0b" if opts.incremental else None)
+    if threshold is not None:
+        # Small state is inlined into _metadata by default (20 KiB); a few thousand records make
+        # only small files, so with incremental checkpoints we inline nothing and shared/ fills.
+        conf["execution.checkpointing.data-inline-threshold"] = threshold
+    if restore is not None:
+        conf["execution.state-recovery.path"] = restore
+    if job_id is not None:
+        conf["$internal.pipeline.job-id"] = job_id
+    return conf
+
+
+def _submit(cluster: flink_env.Cluster, graph: JobGraph, conf: dict[str, str], sinks: dict[str, str],
+            probes: ProbeSpec, name: str) -> str:
+    from pyflink.common import Configuration
+    from pyflink.datastream import StreamExecutionEnvironment
+
+    gw = flink_env.gateway()
+    config = Configuration()
+    for k, v in conf.items():
+        config.set_string(k, v)
+    # The Java constructor honours execution.target; getExecutionEnvironment() would force a local one.
+    j_env = gw.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(config._j_configuration)
+    env = StreamExecutionEnvironment(j_env)
+    build(env, graph, sinks, probes)
+    client = env.execute_async(name)
+    return str(client.get_job_id())
+
+
+def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
+        progress: Callable[[str], None] | None = None) -> FlinkRun:
+    """Run the job(s) with Flink state under ``work`` (the caller's flink/ directory); return what happened."""
+    graph, target = prepare(graph, opts)
+    say = progress or (lambda _msg: None)
+    work = os.path.abspath(work)
+    checkpoint_dir = os.path.abspath(opts.checkpoint_dir or os.path.join(work, "checkpoints"))
+    control = os.path.join(work, "control")
+    os.makedirs(control, exist_ok=True)
+    os.makedirs(checkpoint_dir, exist_ok=True)
+    sinks = sink_dirs(graph, work)
+    slow = slow_vertex(graph, opts)
+    fail_vertex = opts.fail_vertex or slow
+    probes = ProbeSpec({slow: opts.delay_ms / 1000.0}, fail_vertex if opts.fail_after else None,
+                       os.path.join(control, "armed"), os.path.join(control, "fired"))
+    slots = max(max(v.parallelism for v in graph.vertices), max(v.parallelism for v in target.vertices))
+    say("starting a Flink MiniCluster")
+    # Retention is the JobManager's setting, not the job's: it goes into the cluster configuration.
+    with flink_env.mini_cluster(slots, {"execution.checkpointing.num-retained": str(opts.retained)}) as cluster:
+        rest = Rest(cluster.rest_url)
+        started = _now()
+        result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
+                          fail_vertex if opts.fail_after else None)
+        deadline = time.monotonic() + opts.timeout_s
+        in_place = opts.restart and not opts.rescale
+        current, restore = graph, None
+        while True:
+            index = len(result.jobs)
+            conf = job_config(cluster, opts, checkpoint_dir, in_place, restore,
+                              opts.job_id if index == 0 else None)
+            job_id = _submit(cluster, current, conf, sinks, probes, f"cutcheck {graph.name} #{index}")
+            job = JobRun(index, current, job_id, _now(), restore)
+            result.jobs.append(job)
+            result.events.append((job.submitted_ms, "submit", f"job {job_id} at parallelism "
+                                  + ", ".join(f"{v.id}={v.parallelism}" for v in current.vertices)
+                                  + (f", restoring {restore}" if restore else "")))
+            say(f"job {index} ({job_id}) running")
+            state = _watch(rest, job_id, opts, probes, result, deadline, say)
+            job.stats = rest.collect(job_id)
+            result.events.append((job.stats.end_ms or _now(), state.lower(), f"job {job_id}"))
+            if state == "FINISHED":
+                break
+            if state == "FAILED" and result.fired and not in_place and opts.rescale and index == 0:
+                latest = latest_retained(checkpoint_dir, job_id)
+                if latest is None:
+                    raise CutcheckError(f"job {job_id} failed before any checkpoint was retained; nothing to restore from.")
+                restore, current = Path(latest).as_uri(), target
+                continue
+            if state == "FAILED" and result.fired and not in_place and not opts.rescale:
+                break  # the caller asked for a failed job with retained checkpoints (no restart)
+            detail = "; ".join(str(e.get("exceptionName", "")) + ": " + str(e.get("stacktrace", "")).splitlines()[0][:200]
+                               for e in job.stats.exceptions[-1:])
+            raise CutcheckError(f"Flink job {job_id} ended {state}{(' (' + detail + ')') if detail else ''}; "
+                                f"see the logs in {os.environ.get('FLINK_LOG_DIR', 'FLINK_LOG_DIR')}.")
+        result.ended_ms = _now()
+    if opts.fail_after is not None and result.fired is None:
+        raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after} could fire; "
+                            "give more --records or a smaller --fail-after-checkpoint.")
+    return result
+
+
+def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result: FlinkRun, deadline: float,
+           say: Callable[[str], None]) -> str:
+    """Poll until the job ends; arm the failure once checkpoint N completed; note when it fired."""
+    while True:
+        state = rest.state(job_id)
+        if state in TERMINAL:
+            _note_fired(probes, result)
+            return state
+        if opts.fail_after is not None and result.armed_ms is None:
+            latest, _ = rest.latest_completed(job_id)
+            if latest >= opts.fail_after:
+                Path(probes.armed).touch()  # type: ignore[arg-type]
+                result.armed_ms = _now()
+                result.events.append((result.armed_ms, "arm", f"failure armed in {probes.fail_vertex} after checkpoint {latest}"))
+                say(f"checkpoint {latest} completed: failure armed in {probes.fail_vertex}")
+        _note_fired(probes, result)
+        if time.monotonic() > deadline:
+            rest_cancel(rest, job_id)
+            raise CutcheckError(f"Flink job {job_id} did not end within {opts.timeout_s:.0f} s; it was cancelled.")
+        time.sleep(POLL_S)
+
+
+def _note_fired(probes: ProbeSpec, result: FlinkRun) -> None:
+    if result.fired is None and probes.fired and os.path.exists(probes.fired):
+        text = Path(probes.fired).read_text().strip()
+        if not text:
+            return  # created, not written yet
+        where, _, when = text.partition(" ")
+        result.fired, result.fired_ms = where, int(float(when) * 1000)
+        result.events.append((result.fired_ms, "failure", f"{where}: injected exception"))
+
+
+def rest_cancel(rest: Rest, job_id: str) -> None:
+    import urllib.request
+
+    try:
+        req = urllib.request.Request(f"{rest.base}/jobs/{job_id}?mode=cancel", method="PATCH")
+        urllib.request.urlopen(req, timeout=10).close()
+    except OSError:
+        pass
+
+
+def latest_retained(checkpoint_dir: str, job_id: str) -> str | None:
+    """The newest chk-N of the job with a _metadata: what Flink retained (REST statistics may lag behind)."""
+    base = os.path.join(checkpoint_dir, job_id)
+    best: tuple[int, str] | None = None
+    for name in os.listdir(base) if os.path.isdir(base) else []:
+        done = name.startswith("chk-") and name[4:].isdigit() and os.path.exists(os.path.join(base, name, "_metadata"))
+        if done and (best is None or int(name[4:]) > best[0]):
+            best = (int(name[4:]), os.path.join(base, name))
+    return best[1] if best else None
+
+
+def new_job_id() -> str:
+    return uuid.uuid4().hex
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+def describe(result: FlinkRun) -> dict[str, Any]:
+    return {"jobs": [{"index": j.index, "job_id": j.job_id, "restored_from": j.restored_from,
+                      "state": j.stats.state if j.stats else None,
+                      "parallelism": {v.id: v.parallelism for v in j.graph.vertices}} for j in result.jobs]}

@@ -1,0 +1,160 @@
+"""A cutcheck job graph as a PyFlink DataStream job, with every operator's uid pinned.
+
+Translation, vertex by vertex (DESIGN "Job graphs"):
+
+* ``source``      NumberSequenceSource(0, records-1) (uid ``<id>/seq``), then a map computing record j of
+                  reference.records.SourceLayout (uid ``<id>``): rids, keys, splits and offsets are the engine's.
+* ``map``/``filter``  Python map/filter (uid ``<id>``); ``union`` an identity map, since Flink's union is no operator.
+* ``keyed_count`` each (hash) input gets an AddKey map at the producer's parallelism (uid ``<id>/key<edge>``),
+                  the inputs are unioned and keyed by that key, and a KeyedProcessFunction counts (uid ``<id>``).
+* ``sink``        a formatting map (uid ``<id>/format``) and Flink's FileSink (uid ``<id>``): row format,
+                  rolled on every checkpoint, so each committed part file is one transaction.
+
+Every operator, including the helper maps PyFlink would otherwise add without a uid (key_by,
+partition_custom), gets a uid: auto-generated operator ids hash the chaining, which changes with
+parallelism, and a restore at other parallelisms would then not find its state.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any
+
+from model.errors import GraphError
+from model.graph import JobGraph
+from reference.records import source_layouts
+
+SUPPORTED_KINDS = ("source", "map", "filter", "keyed_count", "union", "sink")
+UNSUPPORTED = {
+    "co_map": "needs a two-input Python operator whose gates cutcheck cannot pin to uids through PyFlink",
+    "broadcast_state": "Flink snapshots broadcast state per subtask in a way the file-sink output cannot attribute",
+}
+
+
+@dataclass(slots=True)
+class ProbeSpec:
+    """Per-vertex test hooks handed to the Python functions (see flink_bridge.functions.Probe)."""
+
+    slow: dict[str, float] = field(default_factory=dict)  # vertex -> seconds per record
+    fail_vertex: str | None = None
+    armed: str | None = None
+    fired: str | None = None
+
+
+def check_supported(graph: JobGraph) -> None:
+    """Raise GraphError (one sentence) for what this translation does not cover."""
+    for v in graph.vertices:
+        if v.kind not in SUPPORTED_KINDS:
+            why = UNSUPPORTED.get(v.kind, "it has no Flink translation yet")
+            raise GraphError(f"vertex '{v.id}': kind {v.kind} is not supported on real Flink ({why}); "
+                             f"supported kinds: {', '.join(SUPPORTED_KINDS)}.")
+        if v.kind == "sink" and v.delivery != "exactly_once":
+            raise GraphError(f"vertex '{v.id}': only exactly_once sinks run on real Flink (its FileSink commits on "
+                             "checkpoints, it cannot be made at-least-once); set delivery to exactly_once.")
+    for e in graph.edges:
+        if e.exchange != "pipelined":
+            raise GraphError(f"{e.describe()}: blocking exchanges are not supported on real Flink (they need batch "
+                             "execution, which takes no checkpoints); use exchange pipelined.")
+
+
+def sink_dirs(graph: JobGraph, work: str) -> dict[str, str]:
+    return {v.id: os.path.join(work, "sink", v.id) for v in graph.vertices if v.kind == "sink"}
+
+
+def _types() -> tuple[Any, Any]:
+    from pyflink.common import Types
+
+    rec = Types.TUPLE([Types.LONG()] * 6)
+    return rec, Types.ROW([Types.LONG(), rec])
+
+
+def _partition(stream: Any, partitioner: str, src_par: int, src_maxpar: int, uid: str) -> Any:
+    from pyflink.datastream import DataStream
+
+    from flink_bridge.functions import custom_partition, record_key
+
+    if partitioner == "forward":
+        return stream.forward()
+    if partitioner in ("rescale", "rebalance", "shuffle", "broadcast"):
+        return getattr(stream, partitioner)()
+    if partitioner == "global":
+        return DataStream(getattr(stream._j_data_stream, "global")())  # 'global' is a Python keyword
+    if partitioner == "custom":
+        out = stream.partition_custom(custom_partition, record_key)
+        helper = out._j_data_stream.getTransformation().getInputs().get(0)  # PyFlink's partition map
+        helper.setUid(uid)
+        helper.setParallelism(src_par)
+        helper.setMaxParallelism(src_maxpar)
+        return out
+    raise GraphError(f"partitioner {partitioner!r} has no Flink translation.")  # hash is handled by keyed_count
+
+
+def build(env: Any, graph: JobGraph, sinks: dict[str, str], probes: ProbeSpec) -> None:
+    """Add the graph's operators to a PyFlink StreamExecutionEnvironment."""
+    from pyflink.common import Encoder, Types, WatermarkStrategy
+    from pyflink.datastream import DataStream, KeyedStream
+    from pyflink.datastream.connectors.file_system import (
+        BucketAssigner,
+        FileSink,
+        OutputFileConfig,
+        RollingPolicy,
+    )
+    from pyflink.datastream.connectors.number_seq import NumberSequenceSource
+    from pyflink.java_gateway import get_gateway
+
+    from flink_bridge import functions as fn
+
+    check_supported(graph)
+    rec, keyed_row = _types()
+    layouts = source_layouts(graph)
+    streams: dict[str, Any] = {}
+
+    def probe(vid: str) -> fn.Probe | None:
+        delay = probes.slow.get(vid, 0.0)
+        failing = probes.fail_vertex == vid
+        if not delay and not failing:
+            return None
+        return fn.Probe(vid, delay, probes.armed if failing else None, probes.fired if failing else None)
+
+    def pin(ds: Any, uid: str, vid: str) -> Any:
+        return ds.uid(uid).name(uid).set_parallelism(graph.vertex(vid).parallelism).set_max_parallelism(graph.max_parallelism(vid))
+
+    for vid in graph.topological_order():
+        v = graph.vertex(vid)
+        if v.kind == "source":
+            layout = layouts[vid]
+            seq = env.from_source(NumberSequenceSource(0, max(layout.records - 1, 0)), WatermarkStrategy.no_watermarks(), f"{vid}/seq")
+            seq = pin(seq, f"{vid}/seq", vid)
+            streams[vid] = pin(seq.map(fn.Generate(layout, probe(vid)), output_type=rec), vid, vid)
+            continue
+        ins = sorted(graph.in_edges(vid), key=lambda e: e.key)
+        if v.kind == "keyed_count":
+            keyed = []
+            for e in ins:
+                keyed.append(pin(streams[e.source].map(fn.AddKey(), output_type=keyed_row), f"{vid}/key{e.key}", e.source))
+            union = keyed[0].union(*keyed[1:]) if len(keyed) > 1 else keyed[0]
+            jvm = get_gateway().jvm
+            j_keyed = union._j_data_stream.keyBy(jvm.KeyByKeySelector(), Types.ROW([Types.LONG()]).get_java_type_info())
+            counted = KeyedStream(j_keyed, rec, union).process(fn.Count(probe(vid)), output_type=rec)
+            streams[vid] = pin(counted, vid, vid)
+            continue
+        parts = [_partition(streams[e.source], e.partitioner, graph.vertex(e.source).parallelism,
+                            graph.max_parallelism(e.source), f"{vid}/custom{e.key}") for e in ins]
+        merged = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
+        if not isinstance(merged, DataStream):
+            merged = DataStream(merged._j_data_stream)
+        if v.kind == "map":
+            streams[vid] = pin(merged.map(fn.Map(probe(vid)), output_type=rec), vid, vid)
+        elif v.kind == "filter":
+            streams[vid] = pin(merged.filter(fn.Filter(v.drop_every, probe(vid))), vid, vid)
+        elif v.kind == "union":
+            streams[vid] = pin(merged.map(fn.Identity(probe(vid)), output_type=rec), vid, vid)
+        elif v.kind == "sink":
+            lines = pin(merged.map(fn.Format(probe(vid)), output_type=Types.STRING()), f"{vid}/format", vid)
+            sink = (FileSink.for_row_format(sinks[vid], Encoder.simple_string_encoder())
+                    .with_bucket_assigner(BucketAssigner.base_path_bucket_assigner())
+                    .with_rolling_policy(RollingPolicy.on_checkpoint_rolling_policy())
+                    .with_output_file_config(OutputFileConfig.builder().with_part_prefix("part").with_part_suffix(".csv").build())
+                    .build())
+            lines.sink_to(sink).uid(vid).name(vid).set_parallelism(v.parallelism)
