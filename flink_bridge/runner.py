@@ -55,6 +55,7 @@ class RunOptions:
     inline_threshold: str | None = None  # execution.checkpointing.data-inline-threshold; default 0 with incremental
     checkpoint_dir: str | None = None  # default: <run dir>/flink/checkpoints
     job_id: str | None = None  # 32 hex digits: pin the first job's id (and so its checkpoint directory)
+    restore: str | None = None  # start the first job from this retained checkpoint (chk-N directory or URI)
     timeout_s: float = 900.0
 
 
@@ -207,7 +208,8 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
                           fail_vertex if opts.fail_after else None)
         deadline = time.monotonic() + opts.timeout_s
         in_place = opts.restart and not opts.rescale
-        current, restore = graph, None
+        current = graph
+        restore = _uri(opts.restore) if opts.restore else None
         while True:
             index = len(result.jobs)
             conf = job_config(cluster, opts, checkpoint_dir, in_place, restore,
@@ -298,6 +300,11 @@ def latest_retained(checkpoint_dir: str, job_id: str) -> str | None:
 
 def new_job_id() -> str:
     return uuid.uuid4().hex
+
+
+def _uri(location: str) -> str:
+    """A local path as a file: URI; a location with a scheme (file:, s3:, ...) as it is."""
+    return location if ":" in location.split("/", 1)[0] else Path(location).absolute().as_uri()
 
 
 def _now() -> int:
