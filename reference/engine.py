@@ -14,6 +14,7 @@ from typing import Any
 from model.execution import ExecutionGraph, SubtaskId
 from model.graph import JobGraph
 from reference.coordinator import Coordinator
+from reference.debloat import Debloating, current_buffer_size
 from reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
 from reference.mutations import Mutants
 from reference.network import Barrier, Buf, EndOfChannelState, EndOfPartition, OutputSubpartition
@@ -66,6 +67,8 @@ class Engine:
         self.finished = False
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.parallelism: dict[str, int] = {v.id: v.parallelism for v in self.graph.vertices}
+        self.buffer_size_at_trigger: dict[int, int] = {}
+        self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
             from reference.storage_run import start_from
 
@@ -103,6 +106,8 @@ class Engine:
         self._fire_timers()
         if self.finished:
             return False
+        if self.debloat is not None:
+            self.debloat.on_step(self)
         actions = self.enabled_actions()
         if not actions:
             if self._job_done():
@@ -153,7 +158,7 @@ class Engine:
                 acts.append((sched.flush_weight, self._do_flush, t))
         for sp in self.subpartitions:
             if sp.queue and self._can_transmit(sp):
-                acts.append((fast, self._do_transmit, sp))
+                acts.append((fast, self._transmit if sched.records_per_action else self._do_transmit, sp))
         for note in self.notifications:
             acts.append((fast, self._do_notify, note))
         return acts
@@ -171,7 +176,25 @@ class Engine:
 
     def _do_process(self, arg: tuple[Task, Any]) -> None:
         t, ch = arg
-        t.process(ch)
+        budget = self.scenario.schedule.records_per_action
+        if budget is None:
+            t.process(ch)
+            return
+        # A per-record cost: one action consumes up to ``budget`` records of this channel, across
+        # buffers (stopping at an event or a full output), so small buffers do not slow a consumer.
+        first = True
+        while budget > 0:
+            q = ch.recovered or ch.queue
+            if not first and (not q or not isinstance(q[0], Buf) or not t.readable(ch)):
+                return
+            is_buf = isinstance(q[0], Buf)
+            before = ch.processed
+            t.process(ch, budget)
+            done = ch.processed - before
+            if not is_buf or done == 0:
+                return  # an event is one action of its own
+            budget -= done
+            first = False
 
     def _do_flush(self, t: Task) -> None:
         t.flush()
@@ -193,6 +216,20 @@ class Engine:
         if isinstance(head, Buf):
             return ch.gate.can_receive(ch)
         return True
+
+    def _transmit(self, sp: OutputSubpartition) -> None:
+        """Per-record network cost (schedule.records_per_action): one action sends queued buffers,
+        each with its credit, while their records fit in the budget (always at least one item)."""
+        budget = self.scenario.schedule.records_per_action or 0
+        while True:
+            head = sp.queue[0]
+            self._do_transmit(sp)
+            if not isinstance(head, Buf):
+                return  # an event is one action of its own
+            budget -= len(head.recs)
+            nxt = sp.queue[0] if sp.queue else None
+            if not isinstance(nxt, Buf) or len(nxt.recs) > budget or not self._can_transmit(sp):
+                return
 
     def _do_transmit(self, sp: OutputSubpartition) -> None:
         head = sp.queue.popleft()
@@ -255,6 +292,7 @@ class Engine:
         cp = self.coordinator.trigger(kind)
         self.event("trigger", f"checkpoint {cp} ({kind}, {self.coordinator.options(cp)})")
         self.inflight_at_trigger[cp] = self.inflight_bytes()
+        self.buffer_size_at_trigger[cp] = current_buffer_size(self)
         b = Barrier(cp, kind, self.coordinator.options(cp), self.step)
         for t in self.tasks.values():
             upstream_done = all(self.tasks[u].terminated() for u in self.upstream_of(t))

@@ -20,7 +20,7 @@ _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "resca
         "workers", "savepoints", "debloat", "storage", "restore", "batch"}
 _CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
-_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "process_records"}
+_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
 
@@ -42,9 +42,10 @@ class Schedule:
     slow: str | None = None  # vertex slowed by the backpressure policy
     slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
     flush_weight: int = 1  # weight of the output flusher; every other action weighs ``slowdown``
-    # Records one processing action may consume, across buffers of one channel (a per-record cost,
-    # which buffer debloating needs to matter); None: one buffer per action, whatever its size.
-    process_records: int | None = None
+    # Records one processing or transmitting action may move, across buffers of one channel: a
+    # per-record cost, which buffer debloating needs to matter (with one buffer per action, small
+    # buffers only slow everything down). None: one buffer per action, whatever its size.
+    records_per_action: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,9 +118,9 @@ class Scenario:
             raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
             raise ScenarioError(f"{where}: schedule.slow names no vertex ({schedule.slow!r}).")
-        pr = schedule.process_records
+        pr = schedule.records_per_action
         if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool) or pr < 1):
-            raise ScenarioError(f"{where}: schedule.process_records must be a positive integer or null, got {pr!r}.")
+            raise ScenarioError(f"{where}: schedule.records_per_action must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
         check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
@@ -157,8 +158,8 @@ class Scenario:
                         "output_pool": self.network.output_pool},
             "schedule": {"policy": self.schedule.policy, "slow": self.schedule.slow,
                          "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight,
-                         **({"process_records": self.schedule.process_records}
-                            if self.schedule.process_records is not None else {})},
+                         **({"records_per_action": self.schedule.records_per_action}
+                            if self.schedule.records_per_action is not None else {})},
             "failures": [{k: v for k, v in (("target", f.target), ("at_step", f.at_step),
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],

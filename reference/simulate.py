@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from reference.engine import Engine
+from reference.batch import BatchEngine, make_engine
 from reference.logs import RunLogWriter
 from reference.operators import InvariantViolation
 from reference.oracle import ExactlyOnce
@@ -30,6 +30,7 @@ class RunResult:
     restores: list[dict[str, Any]] = field(default_factory=list)
     replay: str = ""
     traces: list[dict[tuple[int, int, int], list]] = field(default_factory=list)
+    sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
 
     @property
     def ok(self) -> bool:
@@ -50,6 +51,7 @@ class RunResult:
             "exactly_once": self.exactly_once.to_json(),
             "violations": self.violations,
             "restores": self.restores,
+            **self.sections,
         }
 
 
@@ -72,8 +74,8 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     logs = RunLogWriter(out_dir) if out_dir is not None else None
-    engine = Engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
-                    restore=restored)
+    engine = make_engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
+                         restore=restored)
     violations: list[dict[str, str]] = []
     try:
         engine.run()
@@ -92,7 +94,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
         {"id": s.cp, "attempt": s.attempt, "kind": s.kind, "status": s.status, "trigger_step": s.trigger_step,
          "end_step": s.end_step, "alignment_steps": s.alignment_steps, "input_state_records": s.input_state_records,
          "output_state_records": s.output_state_records, "state_bytes": s.state_bytes,
-         "inflight_bytes": s.inflight_bytes, "reason": s.reason}
+         "inflight_bytes": s.inflight_bytes, "buffer_size": s.buffer_size, "reason": s.reason}
         for s in engine.coordinator.stats
     ]
     run_dir = None
@@ -100,6 +102,10 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
                        engine.restore_reports)
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
+    if engine.debloat is not None:
+        result.sections["debloat"] = engine.debloat.summary(engine)
+    if isinstance(engine, BatchEngine):
+        result.sections["batch"] = engine.batch_summary()
     if logs is not None:
         for s in engine.coordinator.stats:
             logs.checkpoint(s)
