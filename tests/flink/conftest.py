@@ -30,3 +30,29 @@ def spark_for_flink() -> Iterator[Any]:
     session = build_session(master="local[2]", driver_memory="1g", app_name="cutcheck-flink-tests", shuffle_partitions=2)
     yield session
     session.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_dir(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """shared_dir(name, build) -> Path: ``build(path)`` runs once across xdist workers, the others wait and reuse it.
+
+    pytest -n 2 may hand one module's tests to both workers; a module fixture would then run the
+    same Flink job twice. Read-only results are built once under the workers' common base temp.
+    """
+    import fcntl
+    import os
+    from pathlib import Path
+
+    base = tmp_path_factory.getbasetemp()
+    root = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+
+    def get(name: str, build: Any) -> Path:
+        path, done = root / name, root / f"{name}.done"
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not done.exists():
+                build(path)
+                done.write_text("ok")
+        return path
+
+    return get

@@ -25,14 +25,15 @@ def _invoke(*args: str) -> Any:
 
 
 @pytest.fixture(scope="module")
-def flink_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
-    base = tmp_path_factory.mktemp("flink-run")
-    run_dir, summary = base / "run", base / "summary.json"
-    result = _invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(run_dir), "--mode", "unaligned",
-                     "--fail-after-checkpoint", "2", "--rescale", "count=3", "--records", str(RECORDS),
-                     "--json", str(summary))
-    assert result.exit_code == 0, result.output + str(result.exception)
-    return run_dir, json.loads(summary.read_text())
+def flink_run(shared_dir: Any) -> tuple[Path, dict[str, Any]]:
+    def build(base: Path) -> None:
+        result = _invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(base / "run"),
+                         "--mode", "unaligned", "--fail-after-checkpoint", "2", "--rescale", "count=3",
+                         "--records", str(RECORDS), "--json", str(base / "summary.json"))
+        assert result.exit_code == 0, result.output + str(result.exception)
+
+    base = shared_dir("flink-keyed-unaligned-rescale", build)
+    return base / "run", json.loads((base / "summary.json").read_text())
 
 
 def test_run_directory_is_whole(flink_run: tuple[Path, dict[str, Any]]) -> None:

@@ -12,8 +12,6 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from flink_bridge import RunOptions, runlog, runner
 from flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
 from reference.storage_inspect import delete_orphans
@@ -30,9 +28,7 @@ def _opts(ck: Path, **kw: Any) -> RunOptions:
     return RunOptions(incremental=True, checkpoint_dir=str(ck), records=RECORDS, retained=2, **kw)
 
 
-@pytest.fixture(scope="module")
-def directory(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    base = tmp_path_factory.mktemp("flink-storage")
+def _abandoned_then_retained(base: Path) -> tuple[Path, list[str], Any]:
     ck = base / "checkpoints"
     # 1. The earlier run: it crashes after checkpoint 2 (no restart) and is abandoned.
     first = runner.run(GRAPH, base / "first", _opts(ck, fail_after=2, restart=False, job_id=JOB))
@@ -44,49 +40,43 @@ def directory(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     # 2. The same job id from scratch, same directory; it fails after checkpoint 3 and keeps 2 checkpoints.
     second = runner.run(GRAPH, base / "second", _opts(ck, fail_after=3, restart=False, job_id=JOB))
     assert [j.stats.state for j in second.jobs] == ["FAILED"]
-    return {"base": base, "ck": ck, "planted": planted, "second": second}
+    return ck, planted, second
 
 
-def test_orphans_are_the_abandoned_files_and_never_referenced(directory: dict[str, Any]) -> None:
-    ck = directory["ck"]
+# One test, not several: the steps depend on each other (deleting orphans changes the directory),
+# and pytest -n 2 could otherwise hand them to different workers.
+def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None:
+    ck, planted, second = _abandoned_then_retained(tmp_path)
+
+    # The listing: retained checkpoints, their files by scope, who references each shared file.
     assert is_flink_checkpoint_dir(ck)
     listing = inspect_flink(ck)
     assert not listing.unreadable
-    assert [c.key for c in listing.checkpoints] and all(c.job == JOB for c in listing.checkpoints)
-    assert len(listing.checkpoints) == 2, "execution.checkpointing.num-retained=2"
+    assert len(listing.checkpoints) == 2 and all(c.job == JOB for c in listing.checkpoints), "num-retained=2"
     orphans, referenced = set(listing.orphans), listing.referenced
-    assert set(directory["planted"]) <= orphans
-    assert not orphans & referenced
+    assert set(planted) <= orphans, "every file the abandoned run left in shared/ is an orphan"
+    assert not orphans & referenced, "no file a retained checkpoint references is an orphan"
     for c in listing.checkpoints:
-        assert c.files["shared"], "incremental RocksDB state lives in shared/"
-        assert not c.missing
+        assert c.files["shared"] and not c.missing
         for f in c.files["shared"]:
-            assert f not in orphans and c.key in listing.shared[f]
-    # A shared file outlives the checkpoint that wrote it: later checkpoints reuse it.
-    assert any(len(keys) > 1 for keys in listing.shared.values())
+            assert c.key in listing.shared[f]
+    assert any(len(keys) > 1 for keys in listing.shared.values()), "later checkpoints reuse shared files"
 
-
-def test_reader_matches_one_checkpoint(directory: dict[str, Any]) -> None:
-    latest = runner.latest_retained(str(directory["ck"]), JOB)
+    # One checkpoint read directly: exclusive files in chk-N, shared ones in shared/, all present.
+    latest = runner.latest_retained(str(ck), JOB)
     refs = referenced_files(latest)
     assert refs.id == int(os.path.basename(latest)[4:]) and refs.kind == "checkpoint" and refs.job == JOB
-    every = {f for fs in refs.files.values() for f in fs}
-    assert every and all(os.path.exists(f) for f in every)
+    assert all(os.path.exists(f) for fs in refs.files.values() for f in fs)
     assert all(os.path.basename(os.path.dirname(f)) == "shared" for f in refs.files["shared"])
     assert all(os.path.dirname(f) == latest for f in refs.files["exclusive"])
 
-
-def test_restore_after_deleting_orphans_is_exactly_once(directory: dict[str, Any]) -> None:
-    ck, second = directory["ck"], directory["second"]
-    listing = inspect_flink(ck)
+    # Delete the orphans, then restore the latest retained checkpoint into the same sink directory:
+    # the second run's committed files plus the continuation must hold every record exactly once.
     removed = delete_orphans(listing)
-    assert set(removed) == set(listing.orphans) and set(directory["planted"]) <= set(removed)
-    latest = runner.latest_retained(str(ck), JOB)
-    # Restore the retained checkpoint into the same sink directory: the first run's committed files
-    # plus the continuation must hold every record once.
+    assert set(removed) == orphans
     third = runner.run(GRAPH, second.work, _opts(ck, restore=latest))
     assert [j.stats.state for j in third.jobs] == ["FINISHED"]
-    assert third.jobs[0].stats.restored and third.jobs[0].stats.restored["id"] == int(os.path.basename(latest)[4:])
+    assert (third.jobs[0].stats.restored or {}).get("id") == refs.id
     verdict, rows = runlog.verdict(third.graph, third)
     assert verdict.ok, verdict.to_json()
     assert rows == RECORDS
