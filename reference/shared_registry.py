@@ -3,12 +3,17 @@
 Not reference counting: each shared file remembers the checkpoint that created it and the newest
 checkpoint that used it. A file is registered when a subtask acknowledges (whether or not its
 checkpoint later completes), and becomes garbage once every retained checkpoint is newer than its
-last use (``unregister_unused(lowest retained id)``). That is what lets an aborted checkpoint's
-upload be reused by the next checkpoint, and why a file of checkpoint 1 can outlive the retained
-window when checkpoint 10 still uses it.
+last use (``unregister_unused(lowest retained id)``). That is what lets a file of checkpoint 1
+outlive the retained window while checkpoint 10 still uses it.
+
+Entries are keyed like Flink's SharedStateRegistryKey: by what the file *is* (here the key group
+and the digest of its bytes), not where it is. Registering a known key returns the file already
+registered under it (``registerReference`` returns the canonical handle), which is how a later
+checkpoint reuses an aborted checkpoint's upload instead of leaving it to be deleted.
 
 Files created by a checkpoint the job restored without claiming it (``no_claim``) are never
-returned for deletion: ``highest_not_claimed`` marks them (``registerAllAfterRestored``).
+returned for deletion, and never offered for reuse: ``highest_not_claimed`` marks them
+(``registerAllAfterRestored``).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from dataclasses import dataclass
 
 @dataclass(slots=True)
 class SharedEntry:
+    key: str
     path: str
     created_by: int
     last_used: int
@@ -28,38 +34,47 @@ class SharedStateRegistry:
         self.entries: dict[str, SharedEntry] = {}
         self.highest_not_claimed = -1
 
-    def register(self, path: str, cp: int) -> SharedEntry:
-        """registerReference: a new file is created by ``cp``; a known one is now also used by it."""
-        entry = self.entries.get(path)
+    def register(self, key: str, path: str, cp: int) -> str:
+        """registerReference: a new key is created by ``cp``; a known one is now also used by it.
+        Returns the canonical file of the key."""
+        entry = self.entries.get(key)
         if entry is None:
-            entry = self.entries[path] = SharedEntry(path, cp, cp)
+            entry = self.entries[key] = SharedEntry(key, path, cp, cp)
         else:
             entry.last_used = max(entry.last_used, cp)
-        return entry
+        return entry.path
 
-    def register_restored(self, paths: list[str], cp: int, claimed: bool) -> None:
+    def reusable(self, key: str) -> str | None:
+        """The file registered under ``key`` if the job owns it (what a new checkpoint may reference)."""
+        entry = self.entries.get(key)
+        return entry.path if entry is not None and entry.created_by > self.highest_not_claimed else None
+
+    def register_restored(self, keyed_paths: list[tuple[str, str]], cp: int, claimed: bool) -> None:
         """registerAllAfterRestored: the restored checkpoint's files, owned only when claimed."""
-        for path in paths:
-            self.register(path, cp)
+        for key, path in keyed_paths:
+            self.register(key, path, cp)
         if not claimed:
             self.highest_not_claimed = max(self.highest_not_claimed, cp)
 
     def unregister_unused(self, lowest_retained: int) -> list[str]:
         """Forget every entry last used before ``lowest_retained``; return the files to delete."""
         doomed: list[str] = []
-        for path, entry in list(self.entries.items()):
+        for key, entry in list(self.entries.items()):
             if entry.last_used < lowest_retained:
-                del self.entries[path]
+                del self.entries[key]
                 if entry.created_by > self.highest_not_claimed:
-                    doomed.append(path)
+                    doomed.append(entry.path)
         return sorted(doomed)
 
-    def owned(self, path: str) -> bool:
-        entry = self.entries.get(path)
-        return entry is not None and entry.created_by > self.highest_not_claimed
-
-    def __contains__(self, path: object) -> bool:
-        return path in self.entries
+    def discard_all_except(self, live: set[str]) -> list[str]:
+        """At job end: forget every entry whose file no retained checkpoint uses; return owned ones."""
+        doomed: list[str] = []
+        for key, entry in list(self.entries.items()):
+            if entry.path not in live:
+                del self.entries[key]
+                if entry.created_by > self.highest_not_claimed:
+                    doomed.append(entry.path)
+        return sorted(doomed)
 
     def __len__(self) -> int:
         return len(self.entries)

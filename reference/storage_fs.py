@@ -15,8 +15,9 @@ acknowledges, and its shared files are registered then (facts §5.4); nothing el
 until completion, so a crash leaves at most unreferenced files, never a torn checkpoint.
 
 Incremental (``incremental``): a keyed subtask writes each key group's state as a piece; a piece
-whose bytes equal that key group's piece in the newest retained checkpoint is referenced, not
-uploaded again (like RocksDB's SST reuse), so a file lives as long as some checkpoint uses it.
+whose bytes equal a registered piece of the same key group is referenced, not uploaded again (like
+RocksDB's SST reuse, and the registry's de-duplication of a re-uploaded file), so a file lives as
+long as some checkpoint uses it, and a file of an aborted checkpoint is reused when it still fits.
 
 Restore modes (facts §5.5): ``claim`` takes ownership of the restored checkpoint and of the older
 checkpoints of its job directory, which share its files (as Flink's HA recovery of the checkpoint
@@ -55,7 +56,10 @@ from reference.storage_files import (
 from reference.storage_meta import MissingStateFile, load_checkpoint, metadata_bytes, referenced_files
 from reference.tasks import TaskSnapshot
 
-KgFiles = dict[tuple[str, int], tuple[str, str]]  # (vertex, key group) -> (sha256, shared file)
+
+def registry_key(vertex: str, kg: int, digest: str) -> str:
+    """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes."""
+    return f"{vertex}/{kg}/{digest}"
 
 
 @dataclass(slots=True)
@@ -67,7 +71,6 @@ class Held:
     path: str  # directory of its _metadata
     owned: bool  # discarded when subsumed (false: savepoints, a checkpoint restored with no_claim)
     files: dict[str, list[str]]
-    kg_files: KgFiles = field(default_factory=dict)  # what later checkpoints may reuse (empty: none)
 
 
 @dataclass(slots=True)
@@ -77,8 +80,7 @@ class Pending:
     path: str
     tasks: dict[SubtaskId, dict[str, Any]] = field(default_factory=dict)
     exclusive: list[str] = field(default_factory=list)
-    shared: set[str] = field(default_factory=set)
-    kg_files: KgFiles = field(default_factory=dict)
+    shared: dict[str, str] = field(default_factory=dict)  # registry key -> file
     no_sharing: bool = False
 
 
@@ -105,11 +107,14 @@ class FsCheckpointStorage:
         rng = random.Random(f"cutcheck-storage/{config.seed}/{self.job}/{target[1].id if target else 0}")
         self.files = FileOps(rng, crash_after, op_log)
         self.job_dir = os.path.join(self.base, self.job)
+        claim = self.restore_mode == "claim"
+        chain = ([*older_checkpoints(target[1]), target[1]] if claim and target[1].kind == "checkpoint" else [target[1]]) \
+            if target else []
         self._guard(target[1].id if target else 0)
         for sub in (SHARED_DIR, TASKOWNED_DIR):
             self.files.mkdirs(os.path.join(self.job_dir, sub))
         if target is not None:
-            self._restore(*target)
+            self._restore(target[0], chain)
 
     # ------------------------------------------------------------------ engine wiring
     def bind(self, engine: Any) -> None:
@@ -129,8 +134,9 @@ class FsCheckpointStorage:
             p = self.pending[snapshot.cp] = self._start(snapshot.cp)
         p.tasks[snapshot.sid] = self._write_task(snapshot, p)
         if p.kind == "checkpoint":
-            for path in sorted(p.shared):
-                self.registry.register(path, p.cp)  # on acknowledgement, whatever happens next (facts §5.4)
+            for key, path in sorted(p.shared.items()):  # on acknowledgement, whatever happens next (facts §5.4)
+                if self.registry.register(key, path, p.cp) != path:
+                    raise ValueError(f"the registry holds another file for {key}")  # _piece reuses what it can
 
     def complete(self, checkpoint: CompletedCheckpoint, retained: int) -> list[int]:
         p = self.pending.pop(checkpoint.cp, None) or self._start(checkpoint.cp, checkpoint.kind)
@@ -138,11 +144,11 @@ class FsCheckpointStorage:
             raise ValueError(f"checkpoint {checkpoint.cp} was written as a {p.kind} but completes as a {checkpoint.kind}")
         tasks = [p.tasks[sid] for sid in sorted(p.tasks, key=lambda s: (s.vertex, s.index))]
         savepoint = p.kind == "savepoint"
-        files = {"exclusive": [self._stored_path(f, p, "exclusive") for f in p.exclusive], "shared": sorted(p.shared)}
+        shared = sorted(set(p.shared.values()))
+        files = {"exclusive": [self._stored_path(f, p, "exclusive") for f in p.exclusive], "shared": shared}
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
-        self.held.append(Held(p.cp, p.kind, p.path, not savepoint,
-                              {"exclusive": list(p.exclusive), "shared": sorted(p.shared)}, p.kg_files))
+        self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
         if not savepoint:
             self._no_sharing = False  # the first completed checkpoint after a no_claim restore ends NO_SHARING
         subsumed = self._subsume(retained)
@@ -160,7 +166,7 @@ class FsCheckpointStorage:
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         if "discard-on-abort" in self.mutants:
-            for path in sorted(p.shared):  # the bug: the aborted checkpoint's shared files, reused ones too
+            for path in sorted(set(p.shared.values())):  # the bug: its shared files, reused ones too
                 self.files.delete(path)
         self._prune(p.path)
         self._check_ref(f"after checkpoint {cp} was aborted")
@@ -186,11 +192,8 @@ class FsCheckpointStorage:
         for cp in sorted(self.pending):
             self.abort(cp)
         live = {f for h in self.held for f in h.files["shared"]}
-        for path, entry in sorted(self.registry.entries.items()):
-            if path not in live:
-                del self.registry.entries[path]
-                if entry.created_by > self.registry.highest_not_claimed:
-                    self.files.delete(path)
+        for path in self.registry.discard_all_except(live):
+            self.files.delete(path)
         self._check_ref("when the job ended")
 
     # ------------------------------------------------------------------ writing
@@ -218,9 +221,7 @@ class FsCheckpointStorage:
         if self.config.incremental and p.kind == "checkpoint" and is_keyed(operator):
             rest, pieces = split_keyed(operator)
             entry["operator"] = self._handle(encode(rest), p)
-            base = {} if p.no_sharing else self._baseline()
-            entry["key_groups"] = [[kg, self._piece(snap.sid.vertex, kg, encode(pieces[kg]), p, base)]
-                                   for kg in sorted(pieces)]
+            entry["key_groups"] = [[kg, self._piece(snap.sid.vertex, kg, encode(pieces[kg]), p)] for kg in sorted(pieces)]
         else:
             entry["operator"] = self._handle(encode(operator), p)
         if snap.input_state or snap.output_state:
@@ -238,27 +239,19 @@ class FsCheckpointStorage:
         return {"file": self._stored_path(path, p, "exclusive"), "scope": "exclusive", "bytes": len(data),
                 "sha256": sha256(data)}
 
-    def _piece(self, vertex: str, kg: int, value: Any, p: Pending, base: KgFiles) -> dict[str, Any]:
-        """A key group's state: reused when unchanged since the baseline, else uploaded to shared/."""
+    def _piece(self, vertex: str, kg: int, value: Any, p: Pending) -> dict[str, Any]:
+        """A key group's state: a registered file with the same bytes if the job owns one, else a new
+        file in shared/ (NO_SHARING: an exclusive file, facts §5.2)."""
         data = dumps(value)
         if len(data) < self.config.inline_threshold:
             return {"inline": value, "bytes": len(data)}
         if p.no_sharing:
-            return self._handle(value, p)  # NO_SHARING: uploaded as EXCLUSIVE (facts §5.2)
+            return self._handle(value, p)
         digest = sha256(data)
-        prev = base.get((vertex, kg))
-        reuse = prev is not None and prev[0] == digest
-        path = prev[1] if reuse else self._create(p, SHARED_DIR, data)  # type: ignore[index]
-        p.shared.add(path)
-        p.kg_files[(vertex, kg)] = (digest, path)
+        key = registry_key(vertex, kg, digest)
+        path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
+        p.shared[key] = path
         return {"file": path, "scope": "shared", "bytes": len(data), "sha256": digest}
-
-    def _baseline(self) -> KgFiles:
-        """Key-group files of the newest retained checkpoint, if this job owns it (else a full upload)."""
-        for h in reversed(self.held):
-            if h.kind != "savepoint":
-                return h.kg_files if h.owned else {}
-        return {}
 
     def _create(self, p: Pending, sub: str, data: bytes) -> str:
         if p.kind == "savepoint":  # self-contained: no entropy, so the directory can be moved
@@ -321,14 +314,14 @@ class FsCheckpointStorage:
                     f"{os.path.join(self.job_dir, name)} already holds a checkpoint of another run of job {self.job}; "
                     f"restore from it (--restore), remove it, or give another job id or directory.")
 
-    def _restore(self, done: CompletedCheckpoint, refs: Any) -> None:
+    def _restore(self, done: CompletedCheckpoint, chain: list[Any]) -> None:
         claim = self.restore_mode == "claim"
-        chain = [*older_checkpoints(refs), refs] if claim and refs.kind == "checkpoint" else [refs]
         for r in chain:
-            self.registry.register_restored(r.files["shared"], r.id, claimed=claim)
-            kg = r.kg_files if claim and r.kind == "checkpoint" else {}
+            # Unclaimed files are registered under their path: never matched, so never built upon.
+            keys = {path: registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if claim else {}
+            self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=claim)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
-                                  {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}, kg))
+                                  {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))
         self.held[-1].kind = done.kind
         self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
         self.restored = done

@@ -37,7 +37,15 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from model.errors import StorageError
-from reference.storage_files import CHK_PREFIX, METADATA, SAVEPOINT_PREFIX, TASKOWNED_DIR, remove_marker
+from reference.storage_files import (
+    CHK_PREFIX,
+    METADATA,
+    METADATA_TMP,
+    SAVEPOINT_PREFIX,
+    SHARED_DIR,
+    TASKOWNED_DIR,
+    remove_marker,
+)
 from reference.storage_meta import SCOPES, CheckpointRefs, referenced_files
 
 Reader = Callable[[str], CheckpointRefs]
@@ -148,6 +156,21 @@ def _new_sizes(checkpoints: list[CheckpointInfo]) -> None:
         mine = {f for fs in c.files.values() for f in fs}
         c.new_size = (_size(os.path.join(c.path, METADATA)) or 0) + sum(_size(f) or 0 for f in mine - known)
         known |= mine
+
+
+def orphan_reason(listing: CheckpointListing, path: str) -> str:
+    """Why a file is an orphan, in a few words (for people deciding whether to delete it)."""
+    parent = os.path.dirname(path)
+    name, folder = os.path.basename(path), os.path.basename(parent)
+    if name == METADATA_TMP:
+        return "metadata of a checkpoint that never completed"
+    if folder.startswith((CHK_PREFIX, SAVEPOINT_PREFIX)):
+        if any(c.path == parent for c in listing.checkpoints):
+            return f"in {folder}, whose _metadata does not reference it"
+        return f"in {folder}, which has no _metadata (never completed, or discarded)"
+    if folder == SHARED_DIR:
+        return "shared file no checkpoint references"
+    return "not part of any checkpoint"
 
 
 def delete_orphans(listing: CheckpointListing) -> list[str]:
