@@ -473,7 +473,22 @@ def _print_run(result: Any) -> None:
         ["EXACTLY_ONCE", "holds" if eo["ok"] else
          f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
     ]
+    if "batch" in s:  # a batch job: regions instead of checkpoints (reference.batch)
+        b = s["batch"]
+        rows[0] = ["execution", f"batch: {b['regions']} regions on {b['workers']} workers, no checkpoints"]
+        rows[2:6] = [["failover strategy", b["failover_strategy"]], ["regions restarted", b["regions_restarted"]],
+                     ["records recomputed", b["records_recomputed"]],
+                     ["blocking partitions (persisted / bytes)", f"{b['partitions_persisted']} / {b['bytes_persisted']}"]]
+    if "debloat" in s:
+        d = s["debloat"]
+        rows.insert(-1, ["buffer debloating", f"{d['announcements']} announcements, buffer {d['buffer_size_now']} B now "
+                                              f"(min {d['min_buffer_size']}), estimated time to consume "
+                                              f"{d['estimated_time_to_consume_mean']} steps (max {d['estimated_time_to_consume_max']})"])
     out.print(table(f"simulate (seed {s['seed']})", ["", "value"], rows))
+    for f in s.get("batch", {}).get("failovers", []):
+        out.print(f"failover at step {f['step']} ({f['target']}): restarted "
+                  + "; ".join("{" + ", ".join(r) + "}" for r in f["regions_restarted"])
+                  + f"; {f['records_recomputed']} records recomputed", highlight=False, markup=False)
     for r in s["restores"]:
         _print_restore(r)
     for v in s["violations"]:

@@ -233,7 +233,10 @@ class DebloatStats:
     announcements: int = 0
     recalculations: int = 0
     min_size: int = 0
-    last_estimate_max: int = 0  # the largest estimated time to consume seen in a recalculation
+    # Estimated time to consume, over recalculations of gates with a measured throughput (before any
+    # data the throughput is 0 and the estimate, size · buffers · 1000 / max(1, 0), means nothing).
+    measured: int = 0
+    last_estimate_max: int = 0
     estimate_sum: int = 0
 
 
@@ -289,8 +292,10 @@ class Debloating:
         estimate = gd.debloater.last_estimated_time_to_consume
         s = self.stats
         s.recalculations += 1
-        s.estimate_sum += estimate
-        s.last_estimate_max = max(s.last_estimate_max, estimate)
+        if throughput > 0:
+            s.measured += 1
+            s.estimate_sum += estimate
+            s.last_estimate_max = max(s.last_estimate_max, estimate)
         if new is None:
             return
         s.announcements += 1
@@ -306,7 +311,7 @@ class Debloating:
         return {"config": self.config.to_json(), "announcements": s.announcements,
                 "recalculations": s.recalculations, "min_buffer_size": s.min_size,
                 "buffer_size_now": current_buffer_size(engine),
-                "estimated_time_to_consume_mean": round(s.estimate_sum / s.recalculations, 1) if s.recalculations else 0,
+                "estimated_time_to_consume_mean": round(s.estimate_sum / s.measured, 1) if s.measured else 0,
                 "estimated_time_to_consume_max": s.last_estimate_max}
 
 
