@@ -140,6 +140,10 @@ class Scenario:
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
         BatchConfig.from_json(extra.get("batch"), where)
+        from reference.storage_config import restore_section, validate
+
+        validate(extra.get("storage"), where)  # the storage and restore sections, read when the run opens storage
+        restore_section(extra.get("restore"), where)
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
             graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,

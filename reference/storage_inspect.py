@@ -83,8 +83,8 @@ class CheckpointListing:
 
 
 def entropy_roots(root: str, key: str | None, length: int = 4) -> tuple[str, list[str]]:
-    """(the metadata root, the existing directories data files may live under)."""
-    meta_root = os.path.abspath(remove_marker(root, key))
+    """(the metadata root, the existing directories data files may live under), symlinks resolved."""
+    meta_root = os.path.realpath(remove_marker(root, key))
     if not key or key not in root:
         return meta_root, [meta_root]
     before, after = os.path.abspath(root).split(key, 1)
@@ -93,16 +93,18 @@ def entropy_roots(root: str, key: str | None, length: int = 4) -> tuple[str, lis
     pattern = re.compile(re.escape(prefix) + f"[A-Za-z0-9]{{{length}}}" + re.escape(suffix) + r"\Z")
     found = [meta_root]
     for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
-        candidate = os.path.normpath(os.path.join(parent, name, rest))
+        candidate = os.path.realpath(os.path.join(parent, name, rest))
         if pattern.match(name) and os.path.isdir(candidate) and candidate != meta_root:
             found.append(candidate)
     return meta_root, found
 
 
 def _walk(root: str) -> list[str]:
+    # Every path is compared in its canonical form: a file reached through a symlinked directory
+    # must never look unreferenced because its checkpoint names it by another path.
     if os.path.isfile(root):
-        return [root]
-    return sorted(os.path.join(d, f) for d, _, files in os.walk(root) for f in files)
+        return [os.path.realpath(root)]
+    return sorted(os.path.realpath(os.path.join(d, f)) for d, _, files in os.walk(root) for f in files)
 
 
 def _size(path: str) -> int | None:
@@ -128,11 +130,11 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
             unreadable.append(meta)
             continue
         key = os.path.relpath(directory, meta_root)
-        sizes = {p: _size(p) for scope in SCOPES for p in refs.files.get(scope, [])}
+        by_scope = {scope: sorted({os.path.realpath(p) for p in refs.files.get(scope, [])}) for scope in SCOPES}
+        sizes = {p: _size(p) for paths in by_scope.values() for p in paths}
         info = CheckpointInfo(key if key != "." else os.path.basename(directory), refs.id, refs.kind, refs.job, directory,
-                              refs.metadata_bytes + sum(s for s in sizes.values() if s is not None), 0,
-                              {scope: sorted(refs.files.get(scope, [])) for scope in SCOPES}, refs.inlined_bytes,
-                              sorted(p for p, s in sizes.items() if s is None))
+                              refs.metadata_bytes + sum(s for s in sizes.values() if s is not None), 0, by_scope,
+                              refs.inlined_bytes, sorted(p for p, s in sizes.items() if s is None))
         checkpoints.append(info)
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
     _new_sizes(checkpoints)
