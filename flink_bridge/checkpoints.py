@@ -14,9 +14,9 @@ everything else (``chk-N/`` files, a restored snapshot's files elsewhere) exclus
 the inline threshold lives in ``_metadata`` itself and is counted in ``inlined_bytes``.
 
 Shared files are recorded with absolute paths; when a checkpoint directory was moved or copied
-(cutcheck's own runs are renamed from ``<out>.tmp-<pid>``), a path that no longer exists is
-re-rooted at the same ``<job-id>/...`` under the directory being read, if that file exists.
-Re-rooting only ever makes more files referenced, never fewer, so it cannot create an orphan.
+(cutcheck's own runs are renamed from ``<out>.tmp-<pid>``), a path outside the directory being
+read is re-rooted at the same ``<job-id>/...`` under it, if that file exists there. Re-rooting only
+ever makes files under the directory referenced, never unreferenced, so it cannot create an orphan.
 A handle cutcheck does not know (for example the changelog state backend's) makes the
 checkpoint unreadable, and then inspection calls nothing an orphan.
 """
@@ -119,10 +119,14 @@ def _items(collection: Any) -> list[Any]:
 
 
 def relocate(path: str, job_dir: str) -> str:
-    """A moved or copied checkpoint directory: re-root ``.../<job-id>/rest`` under the base we read, if it exists."""
-    if os.path.exists(path):
-        return path
+    """A moved or copied checkpoint directory: ``.../<job-id>/rest`` re-rooted under the base being read, if it is there.
+
+    A copy's ``_metadata`` still names the original's absolute paths; the copy's own file at the
+    same place is then what this directory's checkpoint uses (and must not be called an orphan).
+    """
     base = os.path.dirname(job_dir)
+    if path.startswith(base + os.sep):
+        return path
     parts = path.split(os.sep)
     for k in range(len(parts) - 1, -1, -1):
         if _JOB_ID.match(parts[k]):

@@ -108,6 +108,12 @@ def test_relocate_reroots_moved_job_directories(tmp_path: Path) -> None:
     assert relocate(old, str(moved)) == str(moved / "shared" / "f1")
     gone = str(tmp_path / "old.tmp-7" / job / "shared" / "f2")
     assert relocate(gone, str(moved)) == gone  # nothing to re-root to: stays missing
+    original = tmp_path / "orig" / job / "shared" / "f1"
+    original.parent.mkdir(parents=True)
+    original.write_text("x")  # a copy, not a move: the copy's own file is the one its checkpoint uses
+    assert relocate(str(original), str(moved)) == str(moved / "shared" / "f1")
+    inside = str(moved / "shared" / "f3")
+    assert relocate(inside, str(moved)) == inside
 
 
 def test_flink_metadata_is_detected_by_its_magic(tmp_path: Path) -> None:

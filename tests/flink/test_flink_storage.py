@@ -7,14 +7,17 @@ The proof that nothing needed was deleted is a restore after deleting the orphan
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
 from typing import Any
 
+from typer.testing import CliRunner
+
+from cli import app
 from flink_bridge import RunOptions, runlog, runner
 from flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
-from reference.storage_inspect import delete_orphans
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 
 pytestmark = FLINK_MARKS
@@ -70,10 +73,29 @@ def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None
     assert all(os.path.basename(os.path.dirname(f)) == "shared" for f in refs.files["shared"])
     assert all(os.path.dirname(f) == latest for f in refs.files["exclusive"])
 
-    # Delete the orphans, then restore the latest retained checkpoint into the same sink directory:
-    # the second run's committed files plus the continuation must hold every record exactly once.
-    removed = delete_orphans(listing)
-    assert set(removed) == orphans
+    # A copied directory still names absolute paths of the original in _metadata: they are re-rooted.
+    moved = tmp_path / "moved" / "checkpoints"
+    shutil.copytree(ck, moved)
+    copy = inspect_flink(moved)
+    assert {os.path.relpath(f, moved) for f in copy.orphans} == {os.path.relpath(f, ck) for f in orphans}
+    assert all(not c.missing and all(f.startswith(str(moved)) for fs in c.files.values() for f in fs)
+               for c in copy.checkpoints)
+
+    # The storage CLI reads the same directory through this reader: same checkpoints, same orphans.
+    ls = CliRunner().invoke(app, ["storage", "ls", str(ck), "--json", str(tmp_path / "ls.json")])
+    assert ls.exit_code == 0, ls.output
+    assert [c["key"] for c in json.loads((tmp_path / "ls.json").read_text())["checkpoints"]] == [c.key for c in listing.checkpoints]
+    assert "chk-" in ls.output and "shared/" in ls.output
+    dry = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--json", str(tmp_path / "dry.json")])
+    assert dry.exit_code == 0, dry.output
+    assert set(json.loads((tmp_path / "dry.json").read_text())["orphans"]) == orphans
+
+    # Delete the orphans (the CLI), then restore the latest retained checkpoint into the same sink
+    # directory: the second run's committed files plus the continuation must hold every record once.
+    gone = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--delete", "--json", str(tmp_path / "rm.json")])
+    assert gone.exit_code == 0, gone.output
+    assert set(json.loads((tmp_path / "rm.json").read_text())["removed"]) == orphans
+    assert not any(os.path.exists(f) for f in orphans) and all(os.path.exists(f) for f in referenced)
     third = runner.run(GRAPH, second.work, _opts(ck, restore=latest))
     assert [j.stats.state for j in third.jobs] == ["FINISHED"]
     assert (third.jobs[0].stats.restored or {}).get("id") == refs.id
