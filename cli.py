@@ -853,7 +853,8 @@ def _flink_run_table(outcome: Any) -> Table:
         ["failure", f"{s['failure']['vertex_subtask']} after checkpoint {s['failure']['after_checkpoint']}" if s["failure"] else "none"],
         ["restores", "; ".join(f"checkpoint {r['checkpoint']}" + (" (rescaled)" if r["rescaled"] else "") for r in s["restores"]) or "none"],
         ["committed output rows", s["output_rows"]],
-        ["EXACTLY_ONCE (engine oracle)", "holds" if eo["ok"] else
+        ["EXACTLY_ONCE (engine oracle)", "not judged: the job was left failed (--no-restart), its output is a prefix"
+         if not s["complete"] else "holds" if eo["ok"] else
          f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
     ]
     return table(f"flink run: {outcome.run.graph.name} ({s['mode']}), {s['seconds']:.1f} s", ["", "value"], rows)
@@ -888,9 +889,12 @@ def flink_run(
                           checkpoint_dir, job_id)
     outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress)
     out.print(_flink_run_table(outcome))
-    out.print(f"recovery logs: {outcome.run_dir}  (check them with: cutcheck validate {outcome.run_dir})")
+    if outcome.complete:
+        out.print(f"recovery logs: {outcome.run_dir}  (check them with: cutcheck validate {outcome.run_dir})")
+    else:
+        out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)")
     write_json(json_path, outcome.summary)
-    raise typer.Exit(0 if outcome.exactly_once else 1)
+    raise typer.Exit(0 if outcome.exactly_once or not outcome.complete else 1)
 
 
 def _side_by_side(cmp: Any) -> list[Table]:

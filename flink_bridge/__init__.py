@@ -29,6 +29,11 @@ class RunOutcome:
     summary: dict[str, Any]
 
     @property
+    def complete(self) -> bool:
+        """The last job finished (not left failed by ``restart=False``), so the output can be judged."""
+        return bool(self.summary["complete"])
+
+    @property
     def exactly_once(self) -> bool:
         return bool(self.summary["exactly_once"]["ok"])
 

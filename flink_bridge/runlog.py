@@ -130,6 +130,8 @@ def summary(run: FlinkRun) -> dict[str, Any]:
                 for j in run.jobs if j.stats and j.stats.restored]
     return {
         "mode": run.options.mode,
+        # False when the job was left failed (no restart): the output is a prefix, not a verdict
+        "complete": bool(run.jobs and run.jobs[-1].stats and run.jobs[-1].stats.state == "FINISHED"),
         "seconds": round((run.ended_ms - run.started_ms) / 1000, 3),
         "checkpoints_completed": len(done),
         "checkpoints_aborted": len(cps) - len(done),
@@ -164,8 +166,19 @@ def write(writer: RunLogWriter, run: FlinkRun) -> dict[str, Any]:
     for when, kind, detail in events(run):
         writer.event(max(when - start, 0), _attempt(failures, when), kind, detail)
     summ = summary(run)
+    rebase(run, os.path.abspath(writer.tmp), os.path.abspath(writer.out))  # run.json and the caller: final paths
     writer.finalize(run_json(run, summ))
     return summ
+
+
+def rebase(run: FlinkRun, tmp: str, final: str) -> None:
+    """Point the run's paths from the temporary run directory to the one it is renamed to."""
+
+    def moved(path: str) -> str:
+        return final + path[len(tmp):] if path == tmp or path.startswith(tmp + os.sep) else path
+
+    run.work, run.checkpoint_dir = moved(run.work), moved(run.checkpoint_dir)
+    run.sinks = {k: moved(v) for k, v in run.sinks.items()}
 
 
 def run_json(run: FlinkRun, summ: dict[str, Any]) -> dict[str, Any]:

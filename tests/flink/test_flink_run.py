@@ -43,6 +43,7 @@ def test_run_directory_is_whole(flink_run: tuple[Path, dict[str, Any]]) -> None:
     assert not list(run_dir.parent.glob("run.tmp-*")), "the temporary directory was renamed, not left behind"
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["engine"] == "flink" and meta["step_unit"] == "ms"
+    assert meta["flink"]["checkpoint_dir"] == str((run_dir / "flink" / "checkpoints").resolve())
     assert [j["parallelism"]["count"] for j in meta["flink"]["jobs"]] == [2, 3]
 
 
