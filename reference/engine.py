@@ -357,8 +357,11 @@ class Engine:
                     if cp in c.pending:
                         t.handler = t.handler.alignment_timeout(t, cp)
         all_done = all(t.terminated() for t in self.tasks.values())
-        if all_done and not c.pending and self._sinks_pending():
-            self.trigger_checkpoint()  # the final checkpoint that commits the end of input
+        if all_done and not c.pending and self._sinks_pending() and not self.notifications:
+            # The final checkpoint that commits the end of input; while completion notifications are
+            # still on their way the sinks are about to commit, and another checkpoint would only
+            # add one more notification per task (a pile-up that grows with tasks x steps).
+            self.trigger_checkpoint()
             self.next_trigger = self.step + self.scenario.checkpoint.interval
         elif self.step >= self.next_trigger and c.can_trigger() and not all_done:
             self.trigger_checkpoint()
