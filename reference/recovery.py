@@ -40,9 +40,14 @@ def global_failover(engine: Engine, target: str, failure_index: int | None) -> N
         if latest is None or rescaled:
             engine.trace_archive.append(engine.traces)
             engine.traces = {}
+            # Rescaled channels start with in-flight data of other channels (virtual channels),
+            # which a channel trace cannot account for: stop recording. A restart from scratch
+            # starts with empty channels, so recording simply begins again.
+            engine.trace_suspended = engine.trace_suspended or (rescaled and latest is not None)
         else:
-            for events in engine.traces.values():
-                events.append(("restore", latest.cp))
+            from reference.tracing import on_restore
+
+            on_restore(engine, latest.cp)
     if latest is None:
         engine._build(None, new_parallelism)
         if rescaled:

@@ -20,7 +20,7 @@ _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "resca
         "workers", "savepoints", "debloat", "storage", "restore", "batch"}
 _CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
-_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action"}
+_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
 
@@ -46,6 +46,9 @@ class Schedule:
     # per-record cost, which buffer debloating needs to matter (with one buffer per action, small
     # buffers only slow everything down). None: one buffer per action, whatever its size.
     records_per_action: int | None = None
+    # A scripted prefix of scheduler choices (indexes into the enabled actions, taken modulo
+    # their number), then the seeded chooser: how a shrunk fuzz schedule is replayed exactly.
+    choices: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,7 +116,11 @@ class Scenario:
             network = NetworkConfig(**_section(data, "network", _NETWORK, where))
         except TypeError as exc:
             raise ScenarioError(f"{where}: network: {exc}.") from None
-        schedule = Schedule(**_section(data, "schedule", _SCHEDULE, where))
+        sched = _section(data, "schedule", _SCHEDULE, where)
+        choices = sched.pop("choices", []) or []
+        if not isinstance(choices, list) or not all(isinstance(c, int) and c >= 0 for c in choices):
+            raise ScenarioError(f"{where}: schedule.choices must be a list of non-negative integers.")
+        schedule = Schedule(**sched, choices=tuple(choices))
         if schedule.policy not in POLICIES:
             raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
@@ -163,7 +170,8 @@ class Scenario:
             "schedule": {"policy": self.schedule.policy, "slow": self.schedule.slow,
                          "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight,
                          **({"records_per_action": self.schedule.records_per_action}
-                            if self.schedule.records_per_action is not None else {})},
+                            if self.schedule.records_per_action is not None else {}),
+                         **({"choices": list(self.schedule.choices)} if self.schedule.choices else {})},
             "failures": [{k: v for k, v in (("target", f.target), ("at_step", f.at_step),
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],

@@ -458,7 +458,9 @@ def _running_channel(running: dict[SubtaskId, Task], c: Channel) -> InputChannel
 def _connect(engine: Engine, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
     sp.channel, ch.sender = ch, sp
     if engine.tracing:
-        sp.trace = engine.traces.setdefault((c.edge, c.producer.index, c.consumer.index), [])
+        from reference.tracing import new_trace
+
+        sp.trace = new_trace(engine, (c.edge, c.producer.index, c.consumer.index), c.gate)
 
 
 def blocking_dir_size(path: str | os.PathLike[str]) -> int:

@@ -178,6 +178,8 @@ class Task:
 
     def _channel_ended(self, ch: InputChannel) -> None:
         ch.ended = True
+        if ch.sender is not None and ch.sender.trace is not None:
+            ch.sender.trace.close()  # end of partition is outside the channel protocol
         ch.persisting = None
         self.handler = self.handler.end_of_partition(self, ch)
         if all(c.ended for c in self.channels):
@@ -212,8 +214,6 @@ class Task:
             if ch.priority:
                 b = ch.priority.popleft()
                 self.pending_priority -= 1
-                if ch.sender is not None and ch.sender.trace is not None:
-                    ch.sender.trace.append(("priority_arrival", b.cp))
                 if ch.ended:
                     return
                 self.first_barrier.setdefault(b.cp, self.engine.step)

@@ -1,0 +1,133 @@
+"""Channel traces: the engine's protocol events per channel, and their validation against the model.
+
+When a run is traced, every physical channel gets a ``ChannelTrace``: the events of
+``model.trace``'s vocabulary in the order the engine performs them, each with the scheduler step
+(for the space-time picture). ``validate_run`` replays every trace through ``model.trace``'s
+checker, like TLA+ trace validation: the engine may only do what the proved protocol allows, and
+at every completed checkpoint the channel state it persisted must be what the protocol derives.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from reference.engine import Engine
+
+ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
+
+
+class ChannelTrace(list):
+    """A list of protocol events (what the checker reads) plus, in parallel, the step of each."""
+
+    def __init__(self, engine: Engine, key: ChannelKey, mode: str, gate: int):
+        super().__init__()
+        self.engine = engine
+        self.key = key
+        self.mode = mode
+        self.gate = gate
+        self.steps: list[int] = []
+        self.started: set[int] = set()  # checkpoints with a snapshot event on this channel
+        self.base = 0  # protocol record number of this attempt's sequence number 0 (see on_restore)
+        self.completed: dict[int, int] = {}  # checkpoint -> consumer's snapshot point, in protocol numbers
+        # Closed at end of partition: the protocol models a live channel, so recording stops there,
+        # and a later attempt does not reopen it (its history would be incomplete).
+        self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
+
+    def append(self, event: tuple[Any, ...]) -> None:  # type: ignore[override]
+        if self.closed:
+            return
+        super().append(event)
+        self.steps.append(self.engine.step)
+        if event[0] in ("snapshot_up", "snapshot_down"):
+            self.started.add(event[1])
+
+
+def channel_mode(engine: Engine, edge: int) -> str:
+    """The protocol mode a channel runs: forced aligned where Flink never goes unaligned (facts §3.7)."""
+    mode = engine.scenario.checkpoint.mode
+    if mode in ("unaligned", "aligned_timeout") and not engine.edge_unaligned.get(edge, True):
+        return "aligned"
+    return mode
+
+
+def new_trace(engine: Engine, key: ChannelKey, gate: int) -> ChannelTrace | None:
+    if engine.trace_suspended:
+        return None
+    trace = engine.traces.get(key)
+    if trace is not None and trace.closed:
+        return None  # no more recording for this channel: see ChannelTrace.closed
+    if trace is None:
+        trace = engine.traces[key] = ChannelTrace(engine, key, channel_mode(engine, key[0]), gate)
+    return trace
+
+
+def on_complete(engine: Engine, done: Any) -> None:
+    """("complete", cp, observation): what the engine persisted for this channel, in protocol numbers."""
+    for key, trace in engine.traces.items():
+        if done.cp not in trace.started:
+            continue
+        edge, producer, consumer = key
+        down = done.tasks.get(_sid(engine, engine.graph.edge(edge).target, consumer))
+        up = done.tasks.get(_sid(engine, engine.graph.edge(edge).source, producer))
+        if down is None or up is None or key not in down.processed or key not in up.emitted:
+            continue
+        obs = {
+            "processed": trace.base + down.processed[key],
+            "input_state": sum(len(b.recs) for b in down.input_state.get(key, [])),
+            "output_state": sum(len(b.recs) for b in up.output_state.get(key, [])),
+            "sent": trace.base + up.emitted[key],
+        }
+        trace.append(("complete", done.cp, obs))
+        trace.completed[done.cp] = trace.base + down.processed[key]
+
+
+def on_abort(engine: Engine, cp: int) -> None:
+    for trace in engine.traces.values():
+        if cp in trace.started:
+            trace.append(("abort", cp))
+
+
+def on_restore(engine: Engine, cp: int) -> None:
+    """After a restore each channel numbers its records from 0 again, starting with the restored
+    input state; in the protocol, numbering goes on from the consumer's snapshot point."""
+    for trace in engine.traces.values():
+        if not trace.closed:
+            trace.append(("restore", cp))
+            trace.base = trace.completed.get(cp, 0)
+
+
+def _sid(engine: Engine, vertex: str, index: int) -> Any:
+    from model.execution import SubtaskId
+
+    return SubtaskId(vertex, index)
+
+
+@dataclass(slots=True)
+class TraceFinding:
+    key: ChannelKey
+    index: int
+    event: tuple[Any, ...]
+    reason: str
+    kind: str  # "protocol" (an event the rules do not allow), "observation" (wrong channel state), "cut"
+
+
+def validate_run(traces: list[dict[ChannelKey, ChannelTrace]], mutant: str | None = None) -> list[TraceFinding]:
+    """Replay every channel trace of a run through the protocol; return the rejections."""
+    from model.trace import ChannelChecker
+
+    findings: list[TraceFinding] = []
+    for book in traces:
+        for key, trace in sorted(book.items()):
+            checker = ChannelChecker(trace.mode, mutant, trace.gate)
+            for event in trace:
+                if not checker.feed(event):
+                    break
+            verdict = checker.verdict()
+            for f in verdict.failures[:1]:
+                findings.append(TraceFinding(key, f.index, tuple(f.event), f.reason, f.kind))
+    return findings
