@@ -111,6 +111,10 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
             logs.checkpoint(s)
         logs.write_input(engine.expect, engine.oracle.expected_copies)
         scen_json = scenario.to_json()
+        if engine.tracing:
+            from reference.tracing import write_traces
+
+            write_traces(logs.tmp / "trace.jsonl", result.traces)
         run_dir = logs.finalize({"version": VERSION, "seed": scenario.seed, "scenario": scen_json, "summary": result.summary()})
         (run_dir / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")
         result.run_dir = run_dir

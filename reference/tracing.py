@@ -101,6 +101,19 @@ def on_restore(engine: Engine, cp: int) -> None:
             trace.base = trace.completed.get(cp, 0)
 
 
+def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None:
+    """One JSON line per event: which trace book (a new one after each rescale or restart from
+    scratch), the channel (edge, producer, consumer), the scheduler step and the event itself."""
+    import json
+
+    with open(path, "w") as f:
+        for book_index, book in enumerate(books):
+            for (edge, producer, consumer), trace in sorted(book.items()):
+                for step, event in zip(trace.steps, trace, strict=True):
+                    f.write(json.dumps({"book": book_index, "edge": edge, "producer": producer, "consumer": consumer,
+                                        "step": step, "event": list(event)}) + "\n")
+
+
 def _sid(engine: Engine, vertex: str, index: int) -> Any:
     from model.execution import SubtaskId
 
