@@ -5,8 +5,10 @@ subtask 0 on the engine; in whichever subtask of it sees a record first on Flink
 Time does not translate: the engine counts scheduler steps, Flink milliseconds. So Flink runs
 first and the engine's checkpoint interval is then chosen to take about as many checkpoints over
 the job as Flink did (the engine's job length in steps, measured by a checkpoint-free dry run,
-divided by Flink's completed checkpoints). In-flight bytes are the engine's modelled buffer bytes
-against the bytes Flink persisted as channel state; alignment is steps against milliseconds.
+divided by Flink's completed checkpoints). Bytes: "in-flight" is the engine's buffered bytes when the
+checkpoint was triggered against the in-flight data Flink processed during alignment or persisted;
+"persisted" is channel state on both sides (the engine's input plus output state, Flink's
+persisted data). Alignment is steps against milliseconds.
 """
 
 from __future__ import annotations
@@ -32,7 +34,8 @@ class Side:
     aborted: int
     restarts: int
     exactly_once: dict[str, Any]
-    inflight: list[tuple[int, int]] = field(default_factory=list)  # (checkpoint id, bytes) per completed checkpoint
+    inflight: list[tuple[int, int]] = field(default_factory=list)  # (checkpoint id, in-flight bytes) per completed checkpoint
+    persisted: list[tuple[int, int]] = field(default_factory=list)  # (checkpoint id, channel-state bytes)
     alignment: list[tuple[int, int]] = field(default_factory=list)  # (checkpoint id, steps or ms)
     unaligned: int | None = None
     run_dir: str | None = None
@@ -94,8 +97,9 @@ def compare(graph: JobGraph | str | Path, opts: RunOptions, out: str | Path | No
         s = outcome.summary
         flink_done = [(cp.id, cp) for j in outcome.run.jobs if j.stats for cp in j.stats.checkpoints if cp.status == "COMPLETED"]
         flink = Side("flink", "ms", s["checkpoints_completed"], s["checkpoints_aborted"], s["restarts"], s["exactly_once"],
-                     [(i, cp.persisted_bytes) for i, cp in flink_done], [(i, cp.alignment_ms or 0) for i, cp in flink_done],
-                     s["unaligned_checkpoints"], str(run_dir) if out is not None else None)
+                     [(i, cp.inflight_bytes) for i, cp in flink_done], [(i, cp.persisted_bytes) for i, cp in flink_done],
+                     [(i, cp.alignment_ms or 0) for i, cp in flink_done], s["unaligned_checkpoints"],
+                     str(run_dir) if out is not None else None)
     if progress:
         progress("running the same graph on the reference engine")
     steps = engine_steps(graph, opts, slow)
@@ -104,7 +108,8 @@ def compare(graph: JobGraph | str | Path, opts: RunOptions, out: str | Path | No
     done = [c for c in result.checkpoints if c["status"] == "completed"]
     summ = result.summary()
     engine = Side("engine", "steps", len(done), summ["checkpoints_aborted"], summ["restarts"], summ["exactly_once"],
-                  [(c["id"], c["inflight_bytes"]) for c in done], [(c["id"], c["alignment_steps"]) for c in done])
+                  [(c["id"], c["inflight_bytes"]) for c in done], [(c["id"], c["state_bytes"]) for c in done],
+                  [(c["id"], c["alignment_steps"]) for c in done])
     if result.violations:
         engine.exactly_once = {**engine.exactly_once, "ok": False, "violations": result.violations}
     return Comparison(graph.name, opts.mode, engine, flink, interval)

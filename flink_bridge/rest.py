@@ -41,6 +41,11 @@ class FlinkCheckpoint:
     failure: str | None = None
 
     @property
+    def inflight_bytes(self) -> int:
+        """In-flight data the checkpoint met: processed during alignment, or persisted (Flink's UI adds them too)."""
+        return self.processed_bytes + self.persisted_bytes
+
+    @property
     def unaligned(self) -> bool:
         return self.checkpoint_type.startswith("UNALIGNED")
 

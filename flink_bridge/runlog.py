@@ -10,9 +10,11 @@
   order per sink subtask), ``checkpoint_id`` and ``attempt`` are unknown (null), and ``lane`` is
   null: NumberSequenceSource reads ranges of rids, not whole splits, so per-split order is no
   promise of this translation and the order check is skipped.
-* ``checkpoints/``: Flink's REST statistics: steps are milliseconds since the run started,
-  ``alignment_steps`` the slowest subtask's alignment, ``inflight_bytes`` the in-flight data
-  persisted (channel state), ``state_bytes`` the full state size.
+* ``checkpoints/``: Flink's REST statistics, in the engine's meanings: steps are milliseconds since
+  the run started, ``alignment_steps`` the slowest subtask's alignment, ``state_bytes`` the channel
+  state (in-flight data persisted; the engine's input plus output state), ``inflight_bytes`` the
+  in-flight data the checkpoint met (processed during alignment plus persisted). Record counts of
+  channel state are not reported by Flink (null); the full state size goes to run.json.
 * ``events/``: submissions, the armed and fired failure, restores, rescales, checkpoint outcomes.
 
 The logs are written into the same ``<out>.tmp-<pid>`` directory as the Flink state and renamed
@@ -77,8 +79,8 @@ def checkpoint_row(cp: FlinkCheckpoint, attempt: int, start: int) -> dict[str, A
     return {"id": cp.id, "attempt": attempt, "kind": "savepoint" if cp.is_savepoint else "checkpoint",
             "status": "completed" if cp.status == "COMPLETED" else "aborted",
             "trigger_step": cp.trigger_ms - start, "end_step": end - start, "alignment_steps": cp.alignment_ms,
-            "input_state_records": None, "output_state_records": None, "state_bytes": cp.state_bytes,
-            "inflight_bytes": cp.persisted_bytes, "buffer_size": None}
+            "input_state_records": None, "output_state_records": None, "state_bytes": cp.persisted_bytes,
+            "inflight_bytes": cp.inflight_bytes, "buffer_size": None}
 
 
 def all_checkpoints(run: FlinkRun) -> list[tuple[int, FlinkCheckpoint]]:
@@ -137,7 +139,9 @@ def summary(run: FlinkRun) -> dict[str, Any]:
         "checkpoints_aborted": len(cps) - len(done),
         "unaligned_checkpoints": sum(1 for cp in done if cp.unaligned),
         "alignment_ms": sum(cp.alignment_ms or 0 for cp in done),
-        "inflight_bytes": sum(cp.persisted_bytes for cp in done),
+        "inflight_bytes": sum(cp.inflight_bytes for cp in done),
+        "persisted_bytes": sum(cp.persisted_bytes for cp in done),
+        "full_state_bytes": sum(cp.state_bytes for cp in done),
         "restarts": len(failure_times(run)),
         "output_rows": rows,
         "exactly_once": eo.to_json(),

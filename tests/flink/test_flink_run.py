@@ -54,7 +54,7 @@ def test_unaligned_checkpoints_failure_and_rescale(flink_run: tuple[Path, dict[s
     assert s["failure"]["vertex_subtask"].startswith("count[")
     assert s["checkpoints_completed"] >= 3
     assert s["unaligned_checkpoints"] >= 1
-    assert s["inflight_bytes"] > 0, "backpressure made in-flight data that unaligned checkpoints persisted"
+    assert s["persisted_bytes"] > 0, "backpressure made in-flight data that unaligned checkpoints persisted"
     (restore,) = s["restores"]
     assert restore["rescaled"] and restore["parallelism"]["count"] == 3 and restore["checkpoint"] >= 2
     cps = pq.read_table(run_dir / "checkpoints").to_pylist()
