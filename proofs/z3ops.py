@@ -192,3 +192,19 @@ def state_eq(a: Any, b: Any) -> list[z3.BoolRef]:
         else:
             out.append(x == y)
     return out
+
+
+def as_list(model: z3.ModelRef, seq: Any) -> list[int]:
+    """A sequence's value in a model, as a Python list (for readable counterexamples)."""
+    v = model.eval(seq, model_completion=True)
+    out: list[int] = []
+    todo = [v]
+    while todo:
+        e = todo.pop(0)
+        if z3.is_app_of(e, z3.Z3_OP_SEQ_CONCAT):
+            todo = list(e.children()) + todo
+        elif z3.is_app_of(e, z3.Z3_OP_SEQ_UNIT):
+            out.append(e.arg(0).as_long())
+        elif not z3.is_app_of(e, z3.Z3_OP_SEQ_EMPTY):
+            raise ValueError(f"unexpected sequence value {e}")
+    return out
