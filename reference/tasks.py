@@ -89,8 +89,18 @@ class Task:
             if p.broadcast:
                 for sp in p.subpartitions:
                     self._append(p, sp, rec)
-            else:
-                self._append(p, p.subpartitions[p.selector.select(rec[KEY])], rec)
+                continue
+            # _append inlined: this is the per-record hot path of every operator.
+            sp = p.subpartitions[p.selector.select(rec[KEY])]
+            cur = sp.current
+            if cur is None:
+                cur = sp.current = []
+                p.in_use += 1
+                if p.pool - p.in_use < p.need:
+                    self.out_blocked = True
+            cur.append(rec)
+            if (len(cur) + 1) * p.record_bytes > sp.buffer_size:
+                self.finish_buffer(sp)
 
     def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: tuple) -> None:
         cur = sp.current
@@ -121,7 +131,12 @@ class Task:
                 self.finish_buffer(sp)
 
     def has_unflushed(self) -> bool:
-        return any(sp.current for p in self.partitions for sp in p.subpartitions)
+        for p in self.partitions:
+            if p.in_use:  # a non-empty current buffer holds one of the partition's buffers
+                for sp in p.subpartitions:
+                    if sp.current:
+                        return True
+        return False
 
     # ------------------------------------------------------------------ input
     def readable(self, ch: InputChannel) -> bool:
