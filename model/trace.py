@@ -3,7 +3,7 @@
 A recorded channel trace is replayed through the protocol's rule table, one event at a time; the
 checker accepts it, or names the first event whose rule is not enabled, and checks CUT at every
 ``complete``. Use :func:`check_channel_trace` on a whole list, or :class:`ChannelChecker` to feed
-events one by one while a run goes. ``model.tasktrace`` adds the multi-channel snapshot rule.
+events one by one while a run goes. ``model.tasktrace`` adds the multi-channel snapshot rule (``check_task_trace``).
 
 Vocabulary (one tuple per event; see ``model.protocol`` for the rules):
 ``("emit", n)``, ``("transmit", n)``, ``("transmit_barrier", cp)``, ``("process", n)``,
@@ -193,6 +193,17 @@ class TraceVerdict:
         return self.failures[0].reason if self.failures else ""
 
 
+_COUNT_WORDS = ("emit", "transmit", "process")
+_BARRIER_WORDS = (
+    "transmit_barrier",
+    "priority_arrival",
+    "barrier_processed",
+    "snapshot_down",
+    "timeout_switch",
+    "complete",
+)
+
+
 class ChannelChecker:
     """Replays one channel's events through the protocol; feed events in order, then ``verdict()``."""
 
@@ -209,35 +220,19 @@ class ChannelChecker:
     def copy(self) -> ChannelChecker:
         c = object.__new__(ChannelChecker)
         c.protocol, c.state, c.index, c.completions = self.protocol, self.state, self.index, self.completions
-        c.failures, c.stopped, c._finished, c._top = (
-            list(self.failures),
-            self.stopped,
-            set(self._finished),
-            self._top,
-        )
+        c.failures, c.stopped, c._finished = list(self.failures), self.stopped, set(self._finished)
+        c._top = self._top
         return c
 
     def candidates(
         self, max_n: int = 2, restore: bool = True, abort: bool = True, new_checkpoint: bool = True
     ) -> list[tuple[Any, ...]]:
         """The events enabled now (counts up to ``max_n``): for random walks and exhaustive search."""
-        evs: list[tuple[Any, ...]] = [
-            (w, n) for w in ("emit", "transmit", "process") for n in range(1, max_n + 1)
-        ]
+        evs: list[tuple[Any, ...]] = [(w, n) for w in _COUNT_WORDS for n in range(1, max_n + 1)]
         cps = [sl.cp for sl in self.state.slots] + ([self._top + 1] if new_checkpoint else [])
         for cp in cps:
             evs += [("snapshot_up", cp, "aligned"), ("snapshot_up", cp, "unaligned")]
-            evs += [
-                (w, cp)
-                for w in (
-                    "transmit_barrier",
-                    "priority_arrival",
-                    "barrier_processed",
-                    "snapshot_down",
-                    "timeout_switch",
-                    "complete",
-                )
-            ]
+            evs += [(w, cp) for w in _BARRIER_WORDS]
             if abort and cp != self._top + 1:
                 evs.append(("abort", cp))
         if restore and self.state.last.valid:
