@@ -4,25 +4,36 @@ mutant killed by REF, and runs that start from an earlier run's checkpoint (clai
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from reference import Scenario, simulate
+from reference.engine import Engine
 from reference.storage import CompletedCheckpoint, InMemoryStorage
 from reference.storage_config import StorageConfig
 from reference.storage_fs import FsCheckpointStorage
 from reference.storage_inspect import inspect
+from reference.storage_run import open_storage
 from reference.tasks import TaskSnapshot
-from tests.reference.helpers import scenario
+from tests.reference.helpers import EXAMPLES, scenario
 from tests.reference.test_storage_support import norm
 
 FAILURES = [{"after_checkpoint": 2, "target": "count[0]"}, {"after_checkpoint": 6, "delay": 5, "target": "worker:0"}]
 
 
+def keyed_pipeline(records: int = 800) -> dict[str, Any]:
+    """examples/keyed-pipeline.json with fewer records (the tests' time goes into files)."""
+    graph = json.loads((EXAMPLES / "keyed-pipeline.json").read_text())
+    graph["vertices"][0]["records"] = records
+    return graph
+
+
 def on_disk(base: Path, mode: str = "aligned", seed: int = 3, threshold: int = 200, **kw: Any) -> dict[str, Any]:
-    s = scenario("keyed-pipeline.json", mode=mode, seed=seed, failures=kw.pop("failures", FAILURES), **kw)
+    s = scenario(keyed_pipeline(), mode=mode, seed=seed, failures=kw.pop("failures", FAILURES), **kw)
     s["checkpoint"].update(retained=3, incremental=True, max_concurrent=3 if mode == "aligned" else 1)
     s["storage"] = {"dir": str(base), "inline_threshold": threshold}
     return s
@@ -77,7 +88,7 @@ def test_incremental_with_failures_and_3_retained_is_exactly_once_and_leaves_no_
 
 
 def test_every_restore_from_disk_equals_the_in_memory_backend(tmp_path: Path) -> None:
-    s = Scenario.from_json(on_disk(tmp_path, "unaligned", slow="count", threshold=0))
+    s = Scenario.from_json(on_disk(tmp_path, "unaligned", slow="count", threshold=0, interval=120))
     tee = Tee(FsCheckpointStorage(StorageConfig(dir=str(tmp_path), incremental=True, inline_threshold=0)))
     r = simulate(s, storage=tee)
     assert r.ok, r.violations
@@ -108,7 +119,7 @@ def _crashed_run(base: Path, mode: str, steps: int) -> tuple[dict[str, Any], Pat
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 @pytest.mark.parametrize("restore_mode", ["claim", "no_claim"])
 def test_a_run_restored_from_an_earlier_runs_checkpoint_is_exactly_once(tmp_path: Path, mode: str, restore_mode: str) -> None:
-    s, chk = _crashed_run(tmp_path, mode, 1500)
+    s, chk = _crashed_run(tmp_path, mode, 600)
     before = inspect(tmp_path)
     r = simulate(Scenario.from_json(s), restore=chk, restore_mode=restore_mode)
     assert r.ok, (r.violations, r.exactly_once)
@@ -123,3 +134,38 @@ def test_a_run_restored_from_an_earlier_runs_checkpoint_is_exactly_once(tmp_path
     else:  # claimed: adopted with the older ones, and subsumed like its own, in the same job directory
         assert not (chk / "_metadata").exists()
         assert {c.job for c in after.checkpoints} == {before.checkpoints[0].job}
+
+
+@pytest.mark.parametrize("restore_mode", ["claim", "no_claim"])
+def test_a_savepoint_is_self_contained_and_a_later_run_starts_from_it_after_a_move(tmp_path: Path, restore_mode: str) -> None:
+    s = Scenario.from_json(on_disk(tmp_path / "ck", failures=[]))
+    storage, _ = open_storage(s)
+    engine = Engine(s, storage=storage)
+    while engine.step < 500:
+        engine.tick()
+    sp = engine.trigger_checkpoint("savepoint")
+    engine.run()
+    storage.close()  # type: ignore[union-attr]
+    assert engine.oracle.verdict().ok and sp in engine.coordinator.completed_ids
+    (sp_dir,) = (tmp_path / "ck").glob("savepoint-*")
+    refs = inspect(sp_dir).checkpoints[0]
+    assert refs.id == sp and refs.kind == "savepoint" and refs.files["shared"] == []
+    assert all(f.startswith(str(sp_dir) + os.sep) for fs in refs.files.values() for f in fs)  # all inside
+    moved = tmp_path / "moved"
+    sp_dir.rename(moved)
+    r = simulate(s, checkpoint_dir=tmp_path / "ck2", restore=moved, restore_mode=restore_mode)
+    assert r.ok, (r.violations, r.exactly_once)
+    assert r.restores[0]["checkpoint"] == sp
+    assert (moved / "_metadata").exists() == (restore_mode == "no_claim")  # claimed: deleted once subsumed
+
+
+def test_a_restore_from_an_earlier_run_at_another_parallelism_goes_through_the_rescale(tmp_path: Path) -> None:
+    """count 2 -> 3 and map 3 -> 2, with in-flight data in the checkpoint (unaligned)."""
+    s, chk = _crashed_run(tmp_path / "first", "unaligned", 600)
+    graph = s["graph"]
+    for v in graph["vertices"]:
+        v["parallelism"] = {"count": 3, "map": 2}.get(v["id"], v["parallelism"])
+    for mode in ("no_claim", "claim"):  # (claim last: it takes the checkpoint over and deletes it in the end)
+        r = simulate(Scenario.from_json({**s, "graph": graph}), checkpoint_dir=tmp_path / mode, restore=chk, restore_mode=mode)
+        assert r.ok, (mode, r.violations, r.exactly_once)
+        assert r.restores[0]["rescaled"] and r.summary()["input_state_records"] + r.summary()["output_state_records"] > 0
