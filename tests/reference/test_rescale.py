@@ -1,0 +1,571 @@
+"""Rescaling from unaligned checkpoints: state redistribution, channel state through Flink's subtask
+mappers with record filtering, refusals where Flink refuses, the mutants, and the CLI summary."""
+
+from __future__ import annotations
+
+import json
+import random
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import event, given, target
+from hypothesis import strategies as st
+from typer.testing import CliRunner
+
+from model.errors import RestoreRefused, ScenarioError
+from model.execution import SubtaskId
+from model.keygroups import assign_to_key_group, key_group_range
+from model.partitioning import make_selector
+from reference import Scenario, simulate
+from reference.engine import Engine
+from reference.network import Buf
+from reference.operators import InvariantViolation
+from reference.rescale import assign_operator_state, rescaled_assignment, split_distribute
+from reference.storage import CompletedCheckpoint, InMemoryStorage
+from reference.tasks import TaskSnapshot
+from tests.reference.helpers import scenario, small_graph
+
+POINTWISE_OR_BROADCAST = ("forward", "rescale", "broadcast")
+REFUSED_WITH_STATE = (*POINTWISE_OR_BROADCAST, "custom")  # Flink cannot rescale their in-flight data
+
+
+# ----------------------------------------------------------------------------- graphs and scenarios
+@st.composite
+def rescale_graphs(draw: Any) -> dict[str, Any]:
+    """Small valid streaming graphs over every kind the rescale touches: keyed_count (hash), union,
+    co_map, broadcast_state, forward/rescale chains, rebalance, shuffle, global and custom edges.
+    Exactly-once sinks only (EXACTLY_ONCE is the verdict); parallelism 1..8."""
+    p = st.integers(1, 8)
+    vertices: list[dict[str, Any]] = []
+    edges: list[dict[str, Any]] = []
+    par: dict[str, int] = {}
+
+    def add(vid: str, kind: str, parallelism: int, **extra: Any) -> None:
+        vertices.append({"id": vid, "kind": kind, "parallelism": parallelism, **extra})
+        par[vid] = parallelism
+
+    def edge(src: str, dst: str, partitioner: str, gate: int = 0) -> None:
+        edges.append({"from": src, "to": dst, "partitioner": partitioner, "gate": gate})
+
+    for i in range(draw(st.integers(1, 2))):
+        add(f"src{i}", "source", draw(p), records=draw(st.integers(20, 80)), keys=draw(st.integers(1, 16)),
+            splits=draw(st.integers(1, 4)), seed=draw(st.integers(0, 99)))
+
+    def upstream() -> str:
+        return draw(st.sampled_from([v for v in par if not v.startswith("sink")]))
+
+    def near(src: str) -> int:
+        return draw(st.one_of(st.just(par[src]), p))  # often equal, so forward edges occur
+
+    def plain(src: str, dst_p: int, options: tuple[str, ...]) -> str:
+        return draw(st.sampled_from([x for x in options if x != "forward" or par[src] == dst_p]))
+
+    any_input = ("rebalance", "shuffle", "forward", "rescale", "global", "custom", "broadcast")
+    for i in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["map", "filter", "keyed_count", "union", "co_map", "broadcast_state"]))
+        vid = f"{kind}{i}"
+        if kind == "keyed_count":
+            ins = [upstream() for _ in range(draw(st.integers(1, 2)))]
+            add(vid, kind, near(ins[0]))
+            for g, src in enumerate(ins):
+                edge(src, vid, "hash", g)
+        elif kind == "broadcast_state":
+            data, rules = upstream(), upstream()
+            add(vid, kind, near(data))
+            edge(data, vid, plain(data, par[vid], ("hash", "rebalance", "forward", "shuffle", "global")), 0)
+            edge(rules, vid, "broadcast", 1)
+        elif kind == "co_map":
+            ins = [upstream() for _ in range(2)]
+            add(vid, kind, near(ins[0]))
+            for g, src in enumerate(ins):
+                edge(src, vid, plain(src, par[vid], any_input), g)
+        else:  # map, filter, union: one gate, one subtask-mapper family on it
+            ins = [upstream() for _ in range(2 if kind == "union" else 1)]
+            family = draw(st.sampled_from([("rebalance", "shuffle"), ("forward", "rescale", "broadcast"),
+                                           ("global",), ("custom",)]))
+            extra = {"drop_every": draw(st.integers(2, 5))} if kind == "filter" else {}
+            add(vid, kind, near(ins[0]), **extra)
+            for src in ins:
+                edge(src, vid, plain(src, par[vid], family))
+    fed = {e["from"] for e in edges}
+    for j, vid in enumerate([v for v in par if v not in fed]):
+        sink = f"sink{j}"
+        add(sink, "sink", near(vid), delivery="exactly_once")
+        edge(vid, sink, plain(vid, par[sink], ("rebalance", "forward", "shuffle", "rescale", "global")))
+    graph: dict[str, Any] = {"name": "rescale", "vertices": vertices, "edges": edges}
+    max_p = draw(st.sampled_from([None, 8, 16, 128]))
+    if max_p is not None:
+        graph["max_parallelism"] = max_p
+    return graph
+
+
+def forward_groups(graph: dict[str, Any]) -> list[list[str]]:
+    """Vertices joined by forward edges must share a parallelism, old and new."""
+    parent = {v["id"]: v["id"] for v in graph["vertices"]}
+
+    def find(x: str) -> str:
+        while parent[x] != x:
+            x = parent[x]
+        return x
+
+    for e in graph["edges"]:
+        if e["partitioner"] == "forward":
+            parent[find(e["from"])] = find(e["to"])
+    groups: dict[str, list[str]] = {}
+    for v in graph["vertices"]:
+        groups.setdefault(find(v["id"]), []).append(v["id"])
+    return list(groups.values())
+
+
+@st.composite
+def new_parallelism(draw: Any, graph: dict[str, Any]) -> dict[str, int]:
+    """Up, down or unchanged per vertex (forward groups together), 1..8."""
+    out: dict[str, int] = {}
+    for group in forward_groups(graph):
+        p = draw(st.integers(1, 8))
+        out.update(dict.fromkeys(group, p))
+    return out
+
+
+@st.composite
+def rescale_scenarios(draw: Any) -> dict[str, Any]:
+    graph = draw(rescale_graphs())
+    ids = [v["id"] for v in graph["vertices"]]
+    downstream = [v["id"] for v in graph["vertices"] if v["kind"] != "source"]
+    mode = draw(st.sampled_from(["unaligned", "aligned_timeout"]))
+    interval = draw(st.integers(25, 60))
+    first = draw(st.integers(1, 3))
+    failures = [{"after_checkpoint": first, "delay": draw(st.integers(0, 5)), "target": f"{draw(st.sampled_from(ids))}[0]"},
+                {"after_checkpoint": first + draw(st.integers(2, 4)), "delay": 0, "target": f"{draw(st.sampled_from(ids))}[0]"}]
+    s = scenario(graph, mode=mode, seed=draw(st.integers(0, 10_000)), interval=interval, failures=failures,
+                 slow=draw(st.sampled_from(downstream)), buffer_bytes=64 * draw(st.integers(1, 4)),
+                 floating=draw(st.integers(1, 3)), max_steps=150_000)
+    s["schedule"]["slowdown"] = draw(st.integers(3, 10))  # backpressure without starving everything else
+    s["rescales"] = [{"on_failure": 0, "parallelism": draw(new_parallelism(graph))},
+                     {"on_failure": 1, "parallelism": draw(new_parallelism(graph))}]
+    return s
+
+
+@dataclass(slots=True)
+class Run:
+    """A run driven here rather than through ``simulate``, so that every restore can be inspected."""
+
+    engine: Engine
+    violations: list[str]
+    restores: list[tuple[CompletedCheckpoint, dict[str, int]]]  # checkpoint, parallelism restored at
+    refused: tuple[CompletedCheckpoint, dict[str, int], str] | None = None
+
+    @property
+    def verdict(self) -> Any:
+        return self.engine.oracle.verdict()
+
+
+def run(s: dict[str, Any]) -> Run:
+    engine = Engine(Scenario.from_json(s), storage=InMemoryStorage())
+    result = Run(engine, [], [])
+
+    def on_event(kind: str, info: dict[str, Any]) -> None:
+        if kind == "restore":  # fired once the new runtime holds the restored state
+            done = engine.storage.latest()
+            assert done is not None
+            result.restores.append((done, dict(engine.parallelism)))
+
+    engine.listeners.append(on_event)
+    try:
+        engine.run()
+    except InvariantViolation as exc:
+        result.violations.append(str(exc))
+    except RestoreRefused as exc:
+        done = engine.storage.latest()
+        assert done is not None
+        result.refused = (done, dict(engine.parallelism), str(exc))  # _build set the new parallelism first
+    return result
+
+
+def flink_refuses(graph: Any, done: CompletedCheckpoint, new: dict[str, int]) -> bool:
+    """Independent statement of Flink's rule: in-flight data on a pointwise, broadcast or custom edge
+    whose producer or consumer changes parallelism cannot be redistributed."""
+    held: Counter[int] = Counter()
+    for snap in done.tasks.values():
+        for states in (snap.input_state, snap.output_state):
+            for (edge, _, _), bufs in states.items():
+                held[edge] += sum(len(b.recs) for b in bufs)
+    return any(held[e.key] and e.partitioner in REFUSED_WITH_STATE
+               and (done.parallelism[e.source] != new[e.source] or done.parallelism[e.target] != new[e.target])
+               for e in graph.edges)
+
+
+def moved_records(reports: list[dict[str, Any]]) -> int:
+    return sum(e["input_records"] + e["output_records"] for r in reports if r.get("rescaled") for e in r["edges"].values())
+
+
+# ------------------------------------------------------------------------ the engine-level property
+@given(rescale_scenarios())
+def test_rescaled_restores_keep_exactly_once_order_and_ownership(s: dict[str, Any]) -> None:
+    """Two failures, each restored at other parallelisms (up, down, unchanged per vertex) from a
+    backpressured unaligned or aligned-timeout run: EXACTLY_ONCE holds, and ORDER and OWNERSHIP
+    (checked by every keyed operator on restore and on every record) never fail. A restore is
+    refused exactly where Flink refuses; with these graphs that is never, since Flink, like the
+    engine, keeps pointwise, broadcast and custom edges aligned, so they hold no channel state."""
+    r = run(s)
+    graph = r.engine.graph
+    if r.refused is not None:
+        done, new, message = r.refused
+        assert flink_refuses(graph, done, new), f"refused a restore Flink accepts: {message}"
+        event("refused")
+        return
+    assert r.violations == [], r.violations
+    assert r.verdict.ok, r.verdict
+    for done, new in r.restores:
+        assert not flink_refuses(graph, done, new), "accepted a restore Flink refuses"
+    moved = moved_records(r.engine.restore_reports)
+    target(float(moved))
+    event(f"rescaled restores: {sum(1 for x in r.engine.restore_reports if x.get('rescaled'))}")
+    event("in-flight records moved" if moved else "no in-flight records moved")
+
+
+# ---------------------------------------------------------- channel-state assignment, function level
+def two_vertex_graph(partitioner: str, up: int, down: int, max_p: int) -> dict[str, Any]:
+    kind = "keyed_count" if partitioner == "hash" else "map"
+    return {"name": "edge", "max_parallelism": max_p,
+            "vertices": [{"id": "up", "kind": "source", "parallelism": up, "records": 10, "keys": 4, "splits": 2},
+                         {"id": "down", "kind": kind, "parallelism": down},
+                         {"id": "sink", "kind": "sink", "parallelism": 1}],
+            "edges": [{"from": "up", "to": "down", "partitioner": partitioner},
+                      {"from": "down", "to": "sink", "partitioner": "rebalance"}]}
+
+
+def synthetic_checkpoint(engine: Engine, rng: random.Random, records: int) -> CompletedCheckpoint:
+    """A completed checkpoint of ``engine``'s job as it stands, with ``records`` in-flight records on
+    edge 0, routed as its partitioner would (key owner for hash/custom, subtask 0 for global, a
+    pointwise partner for forward/rescale, every channel for broadcast), split on each channel
+    between the consumer's input state and the producer's output state."""
+    graph, eg = engine.graph, engine.exec_graph
+    edge = graph.edge(0)
+    snaps = {sid: TaskSnapshot(cp=1, sid=sid, operator=t.op.snapshot()) for sid, t in engine.tasks.items()}
+    uo, co = engine.parallelism["up"], engine.parallelism["down"]
+    consumers: dict[int, list[int]] = {}
+    for c in eg.channels_of_edge(0):
+        consumers.setdefault(c.producer.index, []).append(c.consumer.index)
+    per_channel: dict[tuple[int, int], list[tuple]] = {}
+    for rid in range(records):
+        u, key = rng.randrange(uo), rng.randrange(-50, 1000)
+        rec = (rid, key, rid, u, rid, 0, -1)
+        if edge.partitioner in ("hash", "custom"):
+            targets = [make_selector(edge.partitioner, co, max_parallelism=graph.max_parallelism("down")).select(key)]
+        elif edge.partitioner == "global":
+            targets = [0]
+        elif edge.partitioner == "broadcast":
+            targets = consumers[u]
+        else:
+            targets = [rng.choice(consumers[u])]
+        for c in targets:
+            per_channel.setdefault((u, c), []).append(rec)
+    for (u, c), recs in per_channel.items():
+        cut = rng.randrange(len(recs) + 1)
+        inp, out = recs[:cut], recs[cut:]
+        if inp:
+            snaps[SubtaskId("down", c)].input_state[(0, u, c)] = [Buf(inp, 0)]
+        if out:
+            snaps[SubtaskId("up", u)].output_state[(0, u, c)] = [Buf(out, len(inp))]
+    return CompletedCheckpoint(1, "checkpoint", 0, dict(engine.parallelism), snaps)
+
+
+@pytest.mark.parametrize("partitioner", ["hash", "rebalance", "shuffle", "global", "custom", "forward", "rescale", "broadcast"])
+@given(up=st.tuples(st.integers(1, 8), st.integers(1, 8)), down=st.tuples(st.integers(1, 8), st.integers(1, 8)),
+       max_p=st.sampled_from([8, 16, 128]), records=st.integers(0, 60), seed=st.integers(0, 2**16))
+def test_channel_state_lands_once_on_its_owner_or_is_refused_exactly_where_flink_refuses(
+        partitioner: str, up: tuple[int, int], down: tuple[int, int], max_p: int, records: int, seed: int) -> None:
+    """On one edge with random in-flight data: the restore is refused iff the edge is pointwise,
+    broadcast or custom, holds records, and a side changes parallelism. Otherwise every record lands
+    on exactly one new channel (the filter drops the other copies of ambiguous old channels), on
+    the subtask that owns its key for hash and custom edges, on the new producer the upstream
+    mapper names, and in the order of its virtual channel (input state before output state)."""
+    if partitioner == "forward":
+        up, down = (up[0], up[1]), (up[0], up[1])
+    old, new = {"up": up[0], "down": down[0], "sink": 1}, {"up": up[1], "down": down[1], "sink": 2}
+    engine = Engine(Scenario.from_json(scenario(two_vertex_graph(partitioner, up[0], down[0], max_p))))
+    done = synthetic_checkpoint(engine, random.Random(seed), records)
+    engine._build(None, new)  # the runtime at the new parallelism, before its state is assigned
+    refuse = flink_refuses(engine.graph, done, new)
+    if refuse:
+        with pytest.raises(RestoreRefused, match=r"edge #0 \(up -> down\)"):
+            rescaled_assignment(engine, done)
+        event("refused")
+        return
+    _, channels, report = rescaled_assignment(engine, done)
+    # Where each old record was: its virtual channel and position there (input state first).
+    where: dict[int, tuple[int, int, int]] = {}
+    for (edge, u, c), bufs in [*((k, b) for s in done.tasks.values() for k, b in s.input_state.items()),
+                               *((k, b) for s in done.tasks.values() for k, b in s.output_state.items())]:
+        pos = 0 if bufs[0] in done.tasks[SubtaskId("down", c)].input_state.get((edge, u, c), []) else 10_000
+        for i, rec in enumerate(rec for b in bufs for rec in b.recs):
+            where.setdefault(rec[0], (u, c, pos + i))
+    old_copies = Counter(rec[0] for s in done.tasks.values() for st_ in (s.input_state, s.output_state)
+                         for bufs in st_.values() for b in bufs for rec in b.recs)
+    new_copies: Counter[int] = Counter()
+    for (edge, nu, d), (inp, out) in channels.items():
+        assert edge == 0
+        seen: dict[tuple[int, int], int] = {}
+        for b in [*inp, *out]:
+            for rec in b.recs:
+                u, c, pos = where[rec[0]]
+                new_copies[rec[0]] += 1
+                # Its virtual channel: the buffer names the old producer (-1: the channel's own, unchanged).
+                assert (b.origin if b.origin >= 0 else nu) == u
+                assert nu == (u % new["up"] if old["up"] != new["up"] else u), "upstream mapper: ROUND_ROBIN"
+                assert seen.get((u, c), -1) < pos, "virtual channel order"
+                seen[(u, c)] = pos
+                if partitioner == "hash":
+                    assert assign_to_key_group(rec[1], max_p) in key_group_range(max_p, new["down"], d)
+                elif partitioner == "custom":
+                    assert rec[1] % new["down"] == d
+                elif partitioner == "global":
+                    assert d == 0
+    assert new_copies == old_copies, "each in-flight record restored exactly as often as it was in flight"
+    event(f"accepted, {partitioner}" + (", filtered" if report["edges"].get(0, {}).get("filtered") else ""))
+    edge_report = report["edges"].get(0)
+    if records and edge_report is not None:
+        assert edge_report["input_records"] + edge_report["output_records"] == sum(old_copies.values())
+        moved = sum(int(m.rsplit(": ", 1)[1]) for m in edge_report["moves"])
+        assert moved in (0, sum(new_copies.values()))
+
+
+# ------------------------------------------------------------------------------------ operator state
+def test_split_distribute_is_flinks_contiguous_round_robin() -> None:
+    assert split_distribute(list(range(5)), 3) == [[0, 1], [2, 3], [4]]
+    assert split_distribute(["a", "b"], 3) == [["a"], ["b"], []]
+    assert split_distribute(list(range(6)), 2) == [[0, 1, 2], [3, 4, 5]]
+    assert split_distribute([], 2) == [[], []]
+
+
+def keyed_broadcast_graph(apply: int) -> dict[str, Any]:
+    return {"name": "kb", "max_parallelism": 16,
+            "vertices": [{"id": "events", "kind": "source", "parallelism": 2, "records": 10, "keys": 8, "splits": 3},
+                         {"id": "rules", "kind": "source", "parallelism": 1, "records": 4, "keys": 2},
+                         {"id": "apply", "kind": "broadcast_state", "parallelism": apply},
+                         {"id": "sink", "kind": "sink", "parallelism": 2}],
+            "edges": [{"from": "events", "to": "apply", "partitioner": "hash", "gate": 0},
+                      {"from": "rules", "to": "apply", "partitioner": "broadcast", "gate": 1},
+                      {"from": "apply", "to": "sink", "partitioner": "rebalance"}]}
+
+
+def test_operator_state_moves_by_key_group_list_round_robin_and_broadcast_copy() -> None:
+    engine = Engine(Scenario.from_json(scenario(keyed_broadcast_graph(3))))
+    old = dict(engine.parallelism)
+    snaps = {sid: TaskSnapshot(1, sid, t.op.snapshot()) for sid, t in engine.tasks.items()}
+    for i in range(3):  # each old keyed subtask holds its own key groups, and its broadcast copy
+        r = key_group_range(16, 3, i)
+        snaps[SubtaskId("apply", i)].operator = {
+            "counts": {kg: {kg * 100: kg + 1} for kg in r},
+            "order": {kg: {(kg * 100, 0, 0, i): 7} for kg in r},
+            "broadcast": [1000 + i]}
+    snaps[SubtaskId("events", 0)].operator = {"splits": [(0, 4), (2, 1)]}
+    snaps[SubtaskId("events", 1)].operator = {"splits": [(1, 3)]}
+    snaps[SubtaskId("sink", 0)].operator = {"pending": [[2, "s0-b"], [1, "s0-a"]], "next_txn": 5}
+    snaps[SubtaskId("sink", 1)].operator = {"pending": [[1, "s1-a"]], "next_txn": 9}
+    done = CompletedCheckpoint(2, "checkpoint", 0, old, snaps)
+    engine._build(None, {"apply": 5, "events": 3, "sink": 1})
+    states = assign_operator_state(engine, done)
+    for i in range(5):
+        mine = key_group_range(16, 5, i)
+        st_ = states[SubtaskId("apply", i)]
+        assert set(st_["counts"]) == set(mine) and set(st_["order"]) == set(mine)
+        assert all(st_["counts"][kg] == {kg * 100: kg + 1} for kg in mine)
+        assert st_["broadcast"] == [1000 + i % 3]  # Flink: new i reads old i % oldP's copy
+    assert [states[SubtaskId("events", i)]["splits"] for i in range(3)] == [[(0, 4)], [(2, 1)], [(1, 3)]]
+    sink = states[SubtaskId("sink", 0)]
+    assert sink["pending"] == [[1, "s0-a"], [1, "s1-a"], [2, "s0-b"]] and sink["next_txn"] == 9
+    assert states[SubtaskId("rules", 0)] is snaps[SubtaskId("rules", 0)].operator  # unchanged vertex: 1:1
+
+
+def test_keyed_broadcast_rescale_up_and_down_is_exactly_once() -> None:
+    """Broadcast state copied, keyed state split, and the broadcast's copies follow the parallelism
+    at the time each element crossed the edge (reference.fanout)."""
+    g = keyed_broadcast_graph(3)
+    g["vertices"][0]["records"], g["vertices"][1]["records"] = 300, 40
+    for seed in range(1, 4):
+        s = scenario(g, seed=seed, slow="apply", failures=[{"after_checkpoint": 2, "target": "apply[0]"},
+                                                           {"after_checkpoint": 4, "target": "sink[0]"}])
+        s["rescales"] = [{"on_failure": 0, "parallelism": {"apply": 5}}, {"on_failure": 1, "parallelism": {"apply": 2}}]
+        r = simulate(Scenario.from_json(s))
+        assert r.ok, (seed, r.violations, r.exactly_once)
+        assert sum(1 for x in r.restores if x.get("rescaled")) == 2
+
+
+def test_nested_broadcast_copies_in_flight_between_the_broadcasts() -> None:
+    """Copies of one record cross the second broadcast edge in different epochs when some were in
+    flight (rebalance, unaligned) at the checkpoint and its consumer is rescaled."""
+    g = {"name": "nested", "max_parallelism": 16,
+         "vertices": [{"id": "src", "kind": "source", "parallelism": 1, "records": 120, "keys": 4, "splits": 2},
+                      {"id": "m1", "kind": "map", "parallelism": 2}, {"id": "m2", "kind": "map", "parallelism": 3},
+                      {"id": "m3", "kind": "map", "parallelism": 2}, {"id": "sink", "kind": "sink", "parallelism": 1}],
+         "edges": [{"from": "src", "to": "m1", "partitioner": "broadcast"}, {"from": "m1", "to": "m2", "partitioner": "rebalance"},
+                   {"from": "m2", "to": "m3", "partitioner": "broadcast"}, {"from": "m3", "to": "sink", "partitioner": "rebalance"}]}
+    moved = 0
+    for seed in range(1, 6):
+        s = scenario(g, seed=seed, slow="m2", failures=[{"after_checkpoint": 2, "target": "m2[0]"}])
+        s["rescales"] = [{"on_failure": 0, "parallelism": {"m3": 4, "m1": 1}}]
+        r = simulate(Scenario.from_json(s))
+        assert r.ok, (seed, r.violations, r.exactly_once)
+        moved += moved_records(r.restores)
+    assert moved > 0, "no copy was in flight between the broadcasts"
+
+
+# ------------------------------------------------------------------------------ refusals in the engine
+class ForwardStateStorage(InMemoryStorage):
+    """Stores each completed checkpoint with in-flight records on edge 0 (a forward edge), as a
+    checkpoint of a job whose edge could hold channel state would have (Flink keeps forward edges
+    aligned, so its own checkpoints never do)."""
+
+    def complete(self, checkpoint: CompletedCheckpoint, retained: int) -> list[int]:
+        snap = checkpoint.tasks[SubtaskId("map", 0)]
+        snap.input_state.setdefault((0, 0, 0), []).append(Buf([(10_000, 1, 0, 0, 0, 0, -1)], 0))
+        return super().complete(checkpoint, retained)
+
+
+def forward_graph() -> dict[str, Any]:
+    return {"name": "fwd", "max_parallelism": 16,
+            "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 200, "keys": 8, "splits": 2},
+                         {"id": "map", "kind": "map", "parallelism": 2},
+                         {"id": "sink", "kind": "sink", "parallelism": 1}],
+            "edges": [{"from": "src", "to": "map", "partitioner": "forward"},
+                      {"from": "map", "to": "sink", "partitioner": "rebalance"}]}
+
+
+def test_engine_refuses_a_restore_that_would_rescale_forward_channel_state() -> None:
+    s = scenario(forward_graph(), failures=[{"after_checkpoint": 2, "target": "map[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": {"src": 3, "map": 3}}]
+    with pytest.raises(RestoreRefused) as exc:
+        simulate(Scenario.from_json(s), storage=ForwardStateStorage())
+    message = str(exc.value)
+    assert "edge #0 (src -> map), a forward edge" in message and "src 2 -> 3" in message
+    assert "\n" not in message
+
+
+def test_forward_edges_rescale_from_their_own_checkpoints() -> None:
+    """Without channel state on the forward edge (always, in Flink and here) the rescale succeeds."""
+    s = scenario(forward_graph(), slow="sink", failures=[{"after_checkpoint": 2, "target": "map[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": {"src": 3, "map": 3}}]
+    r = simulate(Scenario.from_json(s))
+    assert r.ok, (r.violations, r.exactly_once)
+    assert r.restores and r.restores[0]["rescaled"]
+
+
+# ------------------------------------------------------------------------------------------- mutants
+MUTANT_RUNS: dict[str, tuple[dict[str, Any], dict[str, int]]] = {
+    # a stateless map between two exchanges: its input and output state are both in flight
+    "skip-stateless-reassignment": (small_graph(300), {"map": 3}),
+    # hash into keyed_count 2 -> 3: RANGE is ambiguous, so old channels reach two new subtasks
+    "no-rescale-filter": (small_graph(300), {"count": 3}),
+}
+
+
+def _mutant_scenario(mutant: str, seed: int, with_mutant: bool) -> dict[str, Any]:
+    graph, parallelism = MUTANT_RUNS[mutant]
+    s = scenario(graph, seed=seed, slow="count", mutants=[mutant] if with_mutant else [],
+                 failures=[{"after_checkpoint": 2, "target": "count[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": parallelism}]
+    return s
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANT_RUNS))
+def test_rescale_mutant_is_killed(mutant: str) -> None:
+    found = None
+    for seed in range(1, 11):
+        r = simulate(Scenario.from_json(_mutant_scenario(mutant, seed, True)))
+        if not r.ok:
+            found = (seed, r.violations[:1] or r.exactly_once)
+            break
+    assert found is not None, f"{mutant} survived 10 seeds"
+
+
+@pytest.mark.parametrize("mutant", sorted(MUTANT_RUNS))
+def test_rescale_mutant_runs_are_clean_without_it(mutant: str) -> None:
+    for seed in range(1, 6):
+        r = simulate(Scenario.from_json(_mutant_scenario(mutant, seed, False)))
+        assert r.ok, (seed, r.violations, r.exactly_once)
+        assert moved_records(r.restores) > 0, "the restore moved no in-flight data: the mutant would not matter"
+
+
+# ------------------------------------------------------------------------------- scenario validation
+@pytest.mark.parametrize(("parallelism", "message"), [
+    ({"nope": 2}, "no vertex 'nope' to rescale"),
+    ({"map": 0}, "positive integers"),
+    ({"map": 17}, "outside 1..16"),
+    ({"map": 3}, "edge #0 (src -> map) is forward"),
+])
+def test_scenario_rescales_are_validated(parallelism: dict[str, int], message: str) -> None:
+    s = scenario(forward_graph(), failures=[{"after_checkpoint": 1, "target": "map[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": parallelism}]
+    with pytest.raises(ScenarioError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        Scenario.from_json(s)
+
+
+def test_rescales_are_validated_in_failure_order() -> None:
+    s = scenario(forward_graph(), failures=[{"after_checkpoint": 1, "target": "map[0]"}, {"after_checkpoint": 3, "target": "map[0]"}])
+    s["rescales"] = [{"on_failure": 1, "parallelism": {"map": 4}}, {"on_failure": 0, "parallelism": {"src": 4}}]
+    with pytest.raises(ScenarioError, match=r"rescales\[1\]: edge #0"):
+        Scenario.from_json(s)  # failure 0 comes first and leaves the forward edge at 4 -> 2
+    s["rescales"][0]["parallelism"] = {"map": 4, "src": 4}
+    s["rescales"][1]["parallelism"] = {"src": 4, "map": 4}
+    assert Scenario.from_json(s).rescales[0].parallelism == {"map": 4, "src": 4}
+
+
+# ---------------------------------------------------------------------------------------------- CLI
+def _write(tmp_path: Path, s: dict[str, Any]) -> Path:
+    path = tmp_path / "scenario.json"
+    path.write_text(json.dumps(s))
+    return path
+
+
+def _cli(*args: str) -> Any:
+    from cli import app
+
+    return CliRunner().invoke(app, [*args], catch_exceptions=False)
+
+
+def test_cli_simulate_rescale_prints_moves_and_filter_per_edge(tmp_path: Path) -> None:
+    s = scenario(small_graph(300), seed=2, slow="count", failures=[{"after_checkpoint": 2, "target": "count[0]"}])
+    r = _cli("simulate", str(_write(tmp_path, s)), "--rescale", "count=3", "--json", str(tmp_path / "out.json"))
+    assert r.exit_code == 0, r.output
+    assert "restore from checkpoint 2 (rescaled: count 2→3)" in r.output
+    assert "#1 map -> count" in r.output and "RANGE / ARBITRARY" in r.output
+    restore = json.loads((tmp_path / "out.json").read_text())["restores"][0]
+    edge = restore["edges"]["1"]
+    assert edge["filtered"] > 0 and str(edge["filtered"]) in r.output
+    for move in edge["moves"]:  # e.g. "old 0→1 ⇒ new 0→2: 12"
+        assert move in r.output
+    kept = sum(int(m.rsplit(": ", 1)[1]) for m in edge["moves"])
+    assert kept > 0 and edge["input_records"] + edge["output_records"] > 0
+
+
+def test_cli_rescale_needs_a_failure(tmp_path: Path) -> None:
+    r = _cli("simulate", str(_write(tmp_path, scenario(small_graph(50)))), "--rescale", "count=3")
+    assert r.exit_code == 2
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and "has no failures" in lines[0]
+
+
+@pytest.mark.parametrize(("arg", "message"), [
+    ("nope=3", "no vertex 'nope'"), ("map=0", "expected VERTEX=P"), ("map=99", "outside 1..16"), ("map=3", "is forward"),
+])
+def test_cli_rescale_is_validated(tmp_path: Path, arg: str, message: str) -> None:
+    s = scenario(forward_graph(), failures=[{"after_checkpoint": 1, "target": "map[0]"}])
+    r = _cli("simulate", str(_write(tmp_path, s)), "--rescale", arg)
+    assert r.exit_code == 2 and message in r.output
+    assert len([line for line in r.output.splitlines() if line.strip()]) == 1
+
+
+def test_cli_reports_a_refused_restore_in_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import reference.engine
+
+    monkeypatch.setattr(reference.engine, "InMemoryStorage", ForwardStateStorage)
+    s = scenario(forward_graph(), failures=[{"after_checkpoint": 2, "target": "map[0]"}])
+    r = _cli("simulate", str(_write(tmp_path, s)), "--rescale", "src=3", "--rescale", "map=3")
+    assert r.exit_code == 2
+    lines = [line for line in r.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: restore refused as Flink refuses it")
