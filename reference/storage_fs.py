@@ -132,10 +132,11 @@ class FsCheckpointStorage:
         p = self.pending.get(snapshot.cp)
         if p is None:
             p = self.pending[snapshot.cp] = self._start(snapshot.cp)
+        known = set(p.shared)
         p.tasks[snapshot.sid] = self._write_task(snapshot, p)
         if p.kind == "checkpoint":
-            for key, path in sorted(p.shared.items()):  # on acknowledgement, whatever happens next (facts §5.4)
-                if self.registry.register(key, path, p.cp) != path:
+            for key in sorted(set(p.shared) - known):  # on acknowledgement, whatever happens next (facts §5.4)
+                if self.registry.register(key, p.shared[key], p.cp) != p.shared[key]:
                     raise ValueError(f"the registry holds another file for {key}")  # _piece reuses what it can
 
     def complete(self, checkpoint: CompletedCheckpoint, retained: int) -> list[int]:
