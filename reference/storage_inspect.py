@@ -24,7 +24,8 @@ not a readable ``_metadata``, no checkpoint found references it, and it is not t
 
 Entropy (facts §5.6): give the configured path with its marker (``/b/_entropy_/ckpts``);
 metadata are found under the path without it, and data files also under every existing directory
-the marker may have become (``/b/<4 alphanumerics>/ckpts``).
+the marker may have become (``/b/<4 alphanumerics>/ckpts``). A path that exists as written is
+read as it is (the marker is never a real directory: nothing is written under it).
 """
 
 from __future__ import annotations
@@ -84,9 +85,9 @@ class CheckpointListing:
 
 def entropy_roots(root: str, key: str | None, length: int = 4) -> tuple[str, list[str]]:
     """(the metadata root, the existing directories data files may live under), symlinks resolved."""
+    if not key or key not in root or os.path.isdir(root):  # a directory that exists is taken as it is
+        return os.path.realpath(root), [os.path.realpath(root)]
     meta_root = os.path.realpath(remove_marker(root, key))
-    if not key or key not in root:
-        return meta_root, [meta_root]
     before, after = os.path.abspath(root).split(key, 1)
     parent, prefix = os.path.split(before)
     suffix, _, rest = after.partition(os.sep)

@@ -267,6 +267,10 @@ def test_random_prefixes_in_data_file_paths_never_in_metadata(tmp_path: Path) ->
         sorted(d for d in (Path(f).relative_to(tmp_path).parts[0] for f in refs.files["exclusive"]))  # from the seed
     listing = inspect(base)
     assert listing.orphans == [] and {c.id for c in listing.checkpoints} == {1}
+    stray = tmp_path / "Zz99" / "ckpts" / JOB / "shared" / "left-behind"  # in a directory the marker became
+    stray.parent.mkdir(parents=True)
+    stray.write_text("x")
+    assert inspect(base).orphans == [str(stray)] and inspect(tmp_path / "ckpts").orphans == []
 
 
 def test_restore_of_a_broken_checkpoint_names_the_missing_file(tmp_path: Path) -> None:
