@@ -470,6 +470,13 @@ class Protocol:
         ahead = o.take(s.out, k)
         return o.drop(ahead, s.rec_out) if self.mutant == "early-checkpoint-in-recovery" else ahead
 
+    def action(self, word: str) -> Action:
+        """The rule for a word of the trace vocabulary (in this protocol's table)."""
+        for a in self.actions:
+            if a.event == word:
+                return a
+        raise KeyError(word)
+
     def guard(self, action: Action, o: Ops, s: ChannelState, p: Params) -> list[Clause]:
         return action.guard(self, o, s, p)
 

@@ -207,8 +207,8 @@ _BARRIER_WORDS = (
 class ChannelChecker:
     """Replays one channel's events through the protocol; feed events in order, then ``verdict()``."""
 
-    def __init__(self, mode: str, mutant: str | None = None, gate: int = 0) -> None:
-        self.protocol = Protocol(mode, mutant, gate)
+    def __init__(self, mode: str, mutant: str | None = None, gate: int = 0, protocol: Protocol | None = None) -> None:
+        self.protocol = protocol or Protocol(mode, mutant, gate)  # a Protocol with its own rule table wins
         self.state: ChannelState = initial_state(PY)
         self.index = 0
         self.completions = 0
@@ -288,7 +288,7 @@ class ChannelChecker:
         if not event or event[0] not in BY_EVENT:
             raise _Reject(f"unknown event {event[:1]!r}; the vocabulary is {', '.join(sorted(BY_EVENT))}")
         word = event[0]
-        action = BY_EVENT[word]
+        action = self.protocol.action(word)
         want = 3 if word == "snapshot_up" else 2
         if len(event) < want or (len(event) > want and word != "complete") or len(event) > 3:
             raise _Reject(f"malformed {word} event {event!r}")

@@ -16,8 +16,8 @@ from typing import Any
 import z3
 
 from model.invariants import cut_holds
-from model.protocol import AT_D, BY_EVENT, INQ, NONE, OUT, PRIO, ChannelState, Params, Protocol, Slot
-from model.trace import ChannelChecker, check_channel_trace
+from model.protocol import AT_D, INQ, NONE, OUT, PRIO, ChannelState, Params, Protocol, Slot
+from model.trace import ChannelChecker
 from proofs.registry import ProofResult, register
 from proofs.z3ops import Z3Ops, start_state, symbolic_params, symbolic_state
 
@@ -202,7 +202,7 @@ def _valid(o: Z3Ops, hyps: list[Any], goal: Any) -> bool:
 def find_trace(protocol: Protocol, max_depth: int = 10) -> list[tuple[Any, ...]] | None:
     """The shortest event list (one checkpoint, counts of 1) that ends in a completed checkpoint
     violating CUT: breadth-first search on the concrete rule table, or None up to ``max_depth``."""
-    start = ChannelChecker(protocol.mode, protocol.mutant, protocol.gate)
+    start = ChannelChecker(protocol.mode, protocol=protocol)
     frontier: list[tuple[ChannelChecker, list[tuple[Any, ...]]]] = [(start, [])]
     seen = {start.state}
     for _ in range(max_depth):
@@ -233,7 +233,7 @@ def z3_confirms(protocol: Protocol, events: list[tuple[Any, ...]]) -> bool:
         )
         if word == "restore":
             p = Params(cp=s.last.cp)
-        action = BY_EVENT[word]
+        action = protocol.action(word)
         conds += [g for _, g in protocol.guard(action, o, s, p)]
         s = protocol.effect(action, o, s, p)
     lc = s.last
@@ -253,7 +253,11 @@ def _event(word: str | None, n: int, unal: bool) -> tuple[Any, ...]:
 
 def render(events: list[tuple[Any, ...]], protocol: Protocol) -> str:
     """The trace, one event a line, and what the concrete checker says about it."""
-    verdict = check_channel_trace(protocol.mode, events, protocol.mutant, protocol.gate)
+    chk = ChannelChecker(protocol.mode, protocol=protocol)
+    for ev in events:
+        if not chk.feed(ev):
+            break
+    verdict = chk.verdict()
     lines = [f"{k + 1:>2}. {' '.join(str(x) for x in ev)}" for k, ev in enumerate(events)]
     lines.append(
         f"=> {verdict.reason}"

@@ -22,7 +22,7 @@ from typing import Any
 
 import z3
 
-from model.protocol import BY_EVENT, ChannelState, Params, Protocol
+from model.protocol import ChannelState, Params, Protocol
 from proofs.cut import invariant
 from proofs.registry import ProofResult, register
 from proofs.z3ops import Z3Ops, as_list, symbolic_state
@@ -44,7 +44,7 @@ def prove_replay(restore: RestoreEffect | None = None, mode: str = "unaligned") 
     goals: list[Any] = []
 
     def step(word: str, st: ChannelState, p: Params) -> ChannelState:
-        action = BY_EVENT[word]
+        action = protocol.action(word)
         # A drain step with n = 0 does not happen; its guard (n >= 1) is only required when n >= 1.
         guard = z3.And(*[g for _, g in protocol.guard(action, o, st, p)])
         goals.append(guard if word == "restore" else z3.Implies(p.n >= 1, guard))
@@ -58,10 +58,8 @@ def prove_replay(restore: RestoreEffect | None = None, mode: str = "unaligned") 
     st = step("process", st, Params(n=o.length(st.inq)))
     st = step("transmit", st, Params(n=o.length(st.out)))
     st = step("process", st, Params(n=o.length(st.inq)))
-    before = len(o.side)
     st = step("emit", st, Params(n=o.length(post)))
-    block = o.side[before].arg(0).arg(0)  # the fresh block: u re-emits exactly what it emitted before
-    hyps.append(block == post)
+    hyps.append(o.blocks[-1] == post)  # the fresh block: u re-emits exactly what it emitted before
     st = step("transmit", st, Params(n=o.length(st.out)))
     st = step("process", st, Params(n=o.length(st.inq)))
     goals += [st.done == s.sent, st.inq == o.empty(), st.out == o.empty()]

@@ -24,6 +24,7 @@ class Z3Ops:
         self.defs: dict[int, list[z3.BoolRef]] = {}  # id of a fresh constant -> its defining equations
         self._memo: dict[int, frozenset[int]] = {}
         self._alive: list[Any] = []
+        self.blocks: list[Any] = []  # the fresh blocks, in the order the effects emitted them
         self._k = 0
         self._splits: dict[tuple[int, int], tuple[Any, Any]] = {}
         self._tag = tag
@@ -88,6 +89,7 @@ class Z3Ops:
         self._k += 1
         blk = z3.Const(f"blk{self._tag}_{self._k}", SEQ)
         self._define([blk], [z3.Length(blk) == n])
+        self.blocks.append(blk)
         return blk
 
     def _define(self, names: list[Any], eqs: list[z3.BoolRef]) -> None:
