@@ -411,6 +411,21 @@ def do_restore(P: Protocol, o: Ops, s: ChannelState, p: Params) -> ChannelState:
     )
 
 
+def can_task_snapshot(P: Protocol, o: Ops, slots: list[Slot | None]) -> list[Clause]:
+    """The snapshot step of a task d over all its input channels (one slot per channel, None where
+    the checkpoint has not reached it): d applies DownstreamSnapshot to every channel at once.
+    Aligned and at-least-once tasks snapshot after the last barrier; so does a task with a
+    forced-aligned input in an unaligned job (facts §3.7). Unaligned: on the first barrier of any
+    channel, which ``model.tasktrace`` enforces as "the next step after a priority arrival"."""
+    arrived = o.and_(*[o.lit(False) if sl is None else sl.loc == AT_D for sl in slots])
+    if P.mode in ("aligned", "at_least_once"):
+        return [("every channel's barrier was taken (aligned)", arrived)]
+    if P.mode == "unaligned":
+        forced = o.or_(*[o.lit(False) if sl is None else o.and_(sl.up, o.not_(sl.unal)) for sl in slots])
+        return [("a task with a forced-aligned input aligns", o.implies(forced, arrived))]
+    return []  # aligned_timeout: aligned until the timeout, which may fire before any barrier
+
+
 ACTIONS: tuple[Action, ...] = (
     Action("UpstreamEmits", "emit", can_emit, do_emit),
     Action("SendBuffer", "transmit", can_send_buffer, do_send_buffer),

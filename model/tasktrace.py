@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from model.protocol import AT_D, INQ, Protocol
-from model.trace import ChannelChecker, Rejection, TraceVerdict
+from model.protocol import AT_D, INQ, Protocol, can_task_snapshot
+from model.trace import PY, ChannelChecker, Rejection, TraceVerdict
 
 _D_SIDE = frozenset({"process", "priority_arrival", "barrier_processed", "snapshot_down"})
 
@@ -75,10 +75,9 @@ class TaskChecker:
             return f"d's snapshot of checkpoint {cp} was already taken (on other channels) and is over"
         if self.open_snapshot is None:
             slots = [k.slot(cp) for k in self.checkers.values()]
-            aligned_input = any(sl is not None and sl.up and not sl.unal for sl in slots)
-            aligns = self.mode in ("aligned", "at_least_once") or (self.mode == "unaligned" and aligned_input)
-            if aligns and not all(sl is not None and sl.loc == AT_D for sl in slots):
-                return f"aligned: d snapshots checkpoint {cp} only after the barrier of every channel"
+            for name, ok in can_task_snapshot(Protocol(self.mode), PY, slots):
+                if not ok:
+                    return f"TaskSnapshot of checkpoint {cp} not enabled: requires {name}"
         return None
 
     def feed(self, ch: Any, ev: tuple[Any, ...]) -> bool:

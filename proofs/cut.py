@@ -284,7 +284,7 @@ def cut_result(mode: str, mutant: str | None = None, gate: int = 0, depth: int =
     return ProofResult(
         "",
         "counterexample" if confirmed else "unknown",
-        f"trace of {len(events)} events",
+        f"search <= {depth} events (trace of {len(events)})",
         0.0,
         f"induction: {why}\n{trace}",
     )

@@ -203,9 +203,9 @@ def test_task_rules() -> None:
     assert check_task_trace("unaligned", ok).ok
     aligned = [("a", ("snapshot_up", 1, "aligned")), ("a", ("transmit_barrier", 1)),
                ("a", ("barrier_processed", 1)), ("b", ("emit", 1)), ("a", ("snapshot_down", 1))]
-    assert "after the barrier of every channel" in check_task_trace("aligned", aligned).reason
+    assert "every channel's barrier was taken" in check_task_trace("aligned", aligned).reason
     # A forced-aligned input makes the unaligned job's task align too.
-    assert "after the barrier of every channel" in check_task_trace("unaligned", aligned).reason
+    assert "forced-aligned input aligns" in check_task_trace("unaligned", aligned).reason
 
 
 # ------------------------------------------------------------------- mutants, found by Hypothesis
