@@ -120,6 +120,7 @@ class CollectingBarriersUnaligned(HandlerState):
     def start(cls, task: Task, b: Barrier, first: InputChannel | None) -> HandlerState:
         received: set[int] = set() if first is None else {first.index_in_task}
         received |= task.prioritise_queued_barriers(b.cp)
+        received |= {ch.index_in_task for ch in task.channels if ch.eop_arrived}  # see Engine._do_transmit
         task.take_snapshot(b, unaligned=True, received=received, first=first)
         return cls(b, received)._maybe_complete(task)
 
@@ -130,6 +131,7 @@ class CollectingBarriersUnaligned(HandlerState):
         Channels already blocked stay blocked until the checkpoint finishes at this task.
         """
         received = set(received) | task.prioritise_queued_barriers(b.cp)
+        received |= {ch.index_in_task for ch in task.channels if ch.eop_arrived}
         task.take_snapshot(b, unaligned=True, received=received)
         return cls(b, received)._maybe_complete(task)
 

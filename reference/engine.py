@@ -11,8 +11,9 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model.execution import ExecutionGraph, SubtaskId
+from model.execution import ExecutionGraph
 from model.graph import JobGraph
+from reference.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
 from reference.coordinator import Coordinator
 from reference.debloat import Debloating, current_buffer_size
 from reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
@@ -143,7 +144,7 @@ class Engine:
             if t.pending_priority:
                 acts.append((fast, self._do_priority, t))
                 continue
-            if t.direct_triggers and (t.vertex.kind == "source" or t.finished):
+            if t.direct_triggers and (t.vertex.kind == "source" or t.finished or self._snapshots_unaligned(t.direct_triggers[0])):
                 acts.append((fast, self._do_direct_checkpoint, t))
             if t.vertex.kind == "source":
                 if not t.finished and t.output_available():
@@ -205,9 +206,21 @@ class Engine:
         t.flush()
 
     def _do_direct_checkpoint(self, t: Task) -> None:
+        """A task whose predecessors all finished is triggered like a source (FLIP-147).
+
+        Aligned, it snapshots once its remaining input is processed (it is finished); unaligned, at
+        once, with all of its queued input as input state: its producers sent everything, so the
+        cut of each input channel is at the end of that channel.
+        """
         b = t.direct_triggers.pop(0)
-        if b.cp in self.coordinator.pending:
-            snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
+        if b.cp not in self.coordinator.pending or b.cp <= t.last_cp:
+            return  # aborted, or this task already took the snapshot (a barrier got here first)
+        unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(b)
+        snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
+
+    def _snapshots_unaligned(self, b: Barrier) -> bool:
+        opts = self.coordinator.options(b.cp)
+        return opts == "unaligned" or (opts == "timeoutable" and self.timed_out(b.cp))
 
     def _can_transmit(self, sp: OutputSubpartition) -> bool:
         head = sp.queue[0]
@@ -276,6 +289,21 @@ class Engine:
             sp.blocked = True
         elif isinstance(head, EndOfPartition):
             ch.queue.append(head)
+            ch.eop_arrived = True
+            if sp.trace is not None:
+                sp.trace.close()  # end of partition is outside the channel protocol: recording stops
+            # An end of partition is the last thing on its channel: for an unaligned checkpoint
+            # that is collecting barriers, everything queued ahead of it is pre-barrier (already
+            # persisted) and the channel is done, as if its barrier had arrived.
+            t = ch.task
+            if isinstance(t.handler, CollectingBarriersUnaligned):
+                t.handler = t.handler.end_of_partition(t, ch)
+            elif isinstance(t.handler, WaitingForFirstBarrier) and all(c.eop_arrived or c.ended for c in t.channels):
+                # Every producer finished after the trigger without a barrier for us: we are now a
+                # task whose predecessors all finished, which Flink triggers directly (FLIP-147).
+                for cp, p in sorted(self.coordinator.pending.items()):
+                    if cp > t.last_cp and cp not in t.snapshots and all(b.cp != cp for b in t.direct_triggers):
+                        t.direct_triggers.append(Barrier(cp, p.kind, p.options, p.trigger_step))
 
     def _do_notify(self, note: tuple[Task, int]) -> None:
         self.notifications.remove(note)
@@ -302,15 +330,13 @@ class Engine:
         self.buffer_size_at_trigger[cp] = current_buffer_size(self)
         b = Barrier(cp, kind, self.coordinator.options(cp), self.step)
         for t in self.tasks.values():
-            upstream_done = all(self.tasks[u].terminated() for u in self.upstream_of(t))
+            # Every producer has sent us its end of partition: Flink triggers such a task directly.
+            upstream_done = bool(t.channels) and all(ch.eop_arrived or ch.ended for ch in t.channels)
             if t.terminated():
                 snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
             elif t.vertex.kind == "source" or t.finished or upstream_done:
                 t.direct_triggers.append(b)
         return cp
-
-    def upstream_of(self, t: Task) -> list[SubtaskId]:
-        return sorted({SubtaskId(e_src, ch.producer) for ch in t.channels for e_src in [self.graph.edge(ch.edge).source]})
 
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")

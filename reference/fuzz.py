@@ -203,6 +203,12 @@ def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed
         if any(x["invariant"] == "GENERATOR" for x in v["violations"]):
             raise CutcheckError(f"seed {s} generated an invalid scenario: {v['violations'][0]['detail']}")
         if not v["ok"]:
+            # A kill counts only if the same scenario passes without the mutant; otherwise the
+            # campaign found a fault of the engine (or generator) itself, which is worse news.
+            clean = verdict_of_seed(s, (), gen)
+            if not clean["ok"]:
+                raise CutcheckError(f"seed {s} fails without the mutant too ({clean['violations'][0]['invariant']}: "
+                                    f"{clean['violations'][0]['detail']}); replay it with `cutcheck fuzz --seed {s}`.")
             detail = v["violations"][0]["invariant"] if v["violations"] else "EXACTLY_ONCE"
             return KillResult(mutant, True, time.monotonic() - start, n, detail, s)
     return KillResult(mutant, False, time.monotonic() - start, n)

@@ -124,6 +124,7 @@ class InputChannel:
     index_in_task: int = 0  # position among all input channels of the task
     recovered: deque = field(default_factory=deque)  # recovered input state, consumed before live data
     recovery_pending: bool = False  # waiting for the sender's EndOfChannelState
+    eop_arrived: bool = False  # the producer's EndOfPartition is queued here (not necessarily processed)
 
 
 @dataclass(slots=True)

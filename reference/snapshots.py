@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reference.network import Barrier, Buf, InputChannel
+from reference.network import Barrier, Buf, EndOfPartition, InputChannel
 from reference.tasks import TaskSnapshot
 
 if TYPE_CHECKING:
@@ -67,10 +67,15 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             continue
         if "partial-input-state" in engine.mutants and ch.gate.index != 0:
             continue  # the bug: only the first gate's channels are captured
-        known = ch.barrier_arrived == cp or ch.index_in_task in received
+        if direct:
+            # Triggered directly (every producer finished and sent all it had): no barrier will come,
+            # and everything still queued is before the cut.
+            snap.input_state[key] = capture_input(task, ch, None)
+            continue
+        known = ch.barrier_arrived == cp
         snap.input_state[key] = capture_input(task, ch, ch.barrier_cut if known else None)
-        if not known and not ch.ended:
-            ch.persisting = cp
+        if not known and not ch.ended and not ch.eop_arrived:
+            ch.persisting = cp  # until this channel's barrier arrives (or its end of partition)
     task.snapshots[cp] = snap
     pre_barrier = getattr(task.op, "pre_barrier", None)
     if pre_barrier is not None:
@@ -82,14 +87,22 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             task.finish_buffer(sp)
             key = (p.edge, task.sid.index, sp.consumer)
             snap.emitted[key] = sp.emitted
-            if task.finished:
-                # Our end of partition is queued or sent: it stands in for the barrier (the receiver
-                # counts an ended channel as one whose barrier arrived), so nothing is in flight
-                # "after" the cut and there is no output state.
+            eop_queued = task.finished and any(isinstance(x, EndOfPartition) for x in sp.queue)
+            if task.finished and not eop_queued:
+                # Our end of partition is already sent: it stands in for the barrier (the receiver
+                # counts the channel's barrier as arrived with it), so nothing is in flight after
+                # the cut and there is no output state.
                 snap.output_state[key] = []
                 continue
             opts = options if (uc_capable or options == "at_least_once") else "forced_aligned"
             priority = opts == "unaligned" or (opts == "timeoutable" and engine.timed_out(cp))
+            if task.finished and not priority:
+                # Finished, its data and end of partition still queued: in order, the end of
+                # partition comes where the barrier would, and stands in for it. (A barrier put
+                # before it would block the channel at an aligning consumer, and with checkpoints
+                # triggered faster than that consumer aligns, the end of partition would never go.)
+                snap.output_state[key] = []
+                continue
             barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)
             if priority:
                 state = [Buf(list(x.recs), x.seq0, x.origin) for x in sp.queue if isinstance(x, Buf)]

@@ -193,8 +193,6 @@ class Task:
 
     def _channel_ended(self, ch: InputChannel) -> None:
         ch.ended = True
-        if ch.sender is not None and ch.sender.trace is not None:
-            ch.sender.trace.close()  # end of partition is outside the channel protocol
         ch.persisting = None
         self.handler = self.handler.end_of_partition(self, ch)
         if all(c.ended for c in self.channels):
