@@ -3,7 +3,7 @@
 How the single pass works
 -------------------------
 Every check becomes a *branch* that turns the logs into "fault rows" of one shape
-``(check, rid, rows, d1, d2, d3, rin, rout)``; the branches are unioned, collapsed and ranked, and
+``(check, rid, rows, d1, d2, d3)``; the branches are unioned and ranked, and
 a single ``collect()`` of at most ``7 × sample`` rows brings back every count and every sample.
 Nothing is cached and nothing is computed twice: each branch reads only the columns it needs
 (Parquet column pruning) and shuffles once.
@@ -28,11 +28,12 @@ Nothing is cached and nothing is computed twice: each branch reads only the colu
 * **txn branch**: ``(sink_subtask, txn, commit_seq)`` collapses map-side to one row per commit,
   then ``(sink_subtask, txn)`` pairs with more than one distinct ``commit_seq`` are double commits.
 
-The union is aggregated by ``(check, rid)``: healthy rids all carry ``check = NULL`` and
-``rid = NULL``, so partial aggregation folds them into one row per partition before the shuffle
-(that row also carries the input and output record counts), and only fault rows travel on.
-A window per check, ordered by rid, then numbers the fault rows and sums the counts over the
-whole check; rows numbered beyond the sample size are dropped before ``collect()``.
+Healthy rids are dropped right after the rid aggregation; the input and output row counts are
+*observed* on the way (``DataFrame.observe``: metrics accumulated by the same tasks, no extra
+pass). The fault rows of all branches are unioned; a window per check, ordered by rid, numbers
+them and sums their counts over the whole check, and rows numbered beyond the sample size are
+dropped before ``collect()``. (Fault rows are few in healthy logs; when nearly everything is
+faulty, that window sorts them in one task per check.)
 
 Rows lacking a column a check groups or orders by (a null key, split, offset, commit_seq, lane
 or counter) are left out of that check; a null ``count`` is a bad count.
@@ -43,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pyspark.sql import Column, DataFrame, Window
+from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
 from model import logschema
@@ -60,6 +61,7 @@ class Plan:
     checks_run: tuple[str, ...]
     checks_skipped: dict[str, str]
     frame: DataFrame  # the fault rows, ranked and capped; collect() it once
+    records: Observation  # records_in / records_out, filled in by that same collect()
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,22 +73,13 @@ class Totals:
     d1: int = 0
     d2: int = 0
     d3: int = 0
-    rin: int = 0
-    rout: int = 0
 
 
 def _lit(v: int) -> Column:
     return F.lit(v).cast("long")
 
 
-def _faults(
-    check: Column | str,
-    rid: Column,
-    rows: Column,
-    *details: Column,
-    rin: Column | None = None,
-    rout: Column | None = None,
-) -> list[Column]:
+def _faults(check: Column | str, rid: Column, rows: Column, *details: Column) -> list[Column]:
     d = list(details) + [_lit(0)] * (3 - len(details))
     return [
         (F.lit(check) if isinstance(check, str) else check).alias("check"),
@@ -95,19 +88,26 @@ def _faults(
         d[0].cast("long").alias("d1"),
         d[1].cast("long").alias("d2"),
         d[2].cast("long").alias("d3"),
-        (rin if rin is not None else _lit(0)).cast("long").alias("rin"),
-        (rout if rout is not None else _lit(0)).cast("long").alias("rout"),
     ]
 
 
-def rid_branch(inp: DataFrame, out: DataFrame) -> DataFrame:
-    """lost / duplicated / phantom, by one aggregation of the tagged union of input and output."""
+def rid_branch(inp: DataFrame, out: DataFrame, records: Observation | None = None) -> DataFrame:
+    """lost / duplicated / phantom, by one aggregation of the tagged union of input and output.
+
+    ``records``, when given, observes the input and output row counts on the way (same pass).
+    """
     copies = (
         F.greatest(F.coalesce(F.col("copies"), F.lit(1)), F.lit(0)) if "copies" in inp.columns else F.lit(1)
     )
     tagged = inp.select("rid", F.shiftleft(copies.cast("long"), 32).alias("x")).unionByName(
         out.select("rid", _lit(1).alias("x"))
     )
+    if records is not None:  # an output row is the only one tagged 1 (copies << 32 never is)
+        tagged = tagged.observe(
+            records,
+            F.count(F.when(F.col("x") != 1, 1)).alias("records_in"),
+            F.count(F.when(F.col("x") == 1, 1)).alias("records_out"),
+        )
     per_rid = tagged.groupBy("rid").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
     expected = F.shiftright(F.col("s"), 32)
     found = F.col("s").bitwiseAND(F.lit(_LOW32))
@@ -123,9 +123,7 @@ def rid_branch(inp: DataFrame, out: DataFrame) -> DataFrame:
         .when(in_rows == 0, found)
         .otherwise(F.abs(found - expected))
     )
-    # Healthy rids get rid = NULL so that the collapse below folds them into one row.
-    rid = F.when(check.isNotNull(), F.col("rid"))
-    return per_rid.select(*_faults(check, rid, rows, rin=in_rows, rout=found))
+    return per_rid.select(*_faults(check, F.col("rid"), rows)).where(F.col("check").isNotNull())
 
 
 def count_branch(out: DataFrame) -> DataFrame:
@@ -197,7 +195,8 @@ def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
         "double_commits": logschema.CHECK_COLUMNS["double_commit"],
     }
     builders = {"count_gaps": count_branch, "reordered": order_branch, "double_commits": txn_branch}
-    branches = [rid_branch(inp, out)]
+    records = Observation("records")
+    branches = [rid_branch(inp, out, records)]
     run: list[str] = list(RID_CHECKS)
     skipped: dict[str, str] = {}
     for check in CHECKS:
@@ -210,40 +209,35 @@ def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
             continue
         run.append(check)
         branches.append(builders[check](out))
-    union = branches[0]
-    for b in branches[1:]:
+    # One row of check NULL keeps the final stage non-empty: AQE replaces an empty stage's plan by
+    # an empty relation, and the observed record counts would go with it.
+    spark = inp.sparkSession
+    union = spark.range(1).select(*_faults(F.lit(None).cast("string"), _lit(None), _lit(0)))
+    for b in branches:
         union = union.unionByName(b)
-    sums = [F.sum(c).alias(c) for c in ("rows", "d1", "d2", "d3", "rin", "rout")]
-    collapsed = union.groupBy("check", "rid").agg(*sums)
     per_check = Window.partitionBy("check")
     ordered = per_check.orderBy(F.col("rid").asc_nulls_last())
     whole = ordered.rowsBetween(Window.unboundedPreceding, Window.unboundedFollowing)
-    ranked = collapsed.select(
+    ranked = union.select(
         "check",
         "rid",
         F.row_number().over(ordered).alias("rn"),
         F.count(F.lit(1)).over(whole).alias("entries"),
-        *[F.sum(c).over(whole).alias(f"t_{c}") for c in ("rows", "d1", "d2", "d3", "rin", "rout")],
+        *[F.sum(c).over(whole).alias(f"t_{c}") for c in ("rows", "d1", "d2", "d3")],
     )
-    return Plan(tuple(run), skipped, ranked.where(F.col("rn") <= max(1, sample)))
+    return Plan(tuple(run), skipped, ranked.where(F.col("rn") <= max(1, sample)), records)
 
 
-def summarise(rows: Sequence, sample: int) -> tuple[dict[str | None, Totals], dict[str, list[int]]]:
-    """Fold the collected rows into totals per check (None: the healthy rids) and samples."""
-    totals: dict[str | None, Totals] = {}
-    samples: dict[str, list[int]] = {}
+def summarise(rows: Sequence, sample: int) -> tuple[dict[str, Totals], dict[str, list[int]]]:
+    """Fold the collected rows into totals and (distinct, smallest-first) samples per check."""
+    totals: dict[str, Totals] = {}
+    samples: dict[str, set[int]] = {}
     for r in rows:
         check = r["check"]
+        if check is None:  # the sentinel row
+            continue
         if check not in totals:
-            totals[check] = Totals(
-                int(r["t_rows"] or 0),
-                int(r["entries"] or 0),
-                int(r["t_d1"] or 0),
-                int(r["t_d2"] or 0),
-                int(r["t_d3"] or 0),
-                int(r["t_rin"] or 0),
-                int(r["t_rout"] or 0),
-            )
-        if check is not None and r["rid"] is not None:
-            samples.setdefault(check, []).append(int(r["rid"]))
+            totals[check] = Totals(*(int(r[c] or 0) for c in ("t_rows", "entries", "t_d1", "t_d2", "t_d3")))
+        if r["rid"] is not None:
+            samples.setdefault(check, set()).add(int(r["rid"]))
     return totals, {k: sorted(v)[:sample] for k, v in samples.items()}
