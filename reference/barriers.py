@@ -46,7 +46,8 @@ def _unaligned(task: Task, b: Barrier) -> bool:
 class WaitingForFirstBarrier(HandlerState):
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp <= task.last_cp:
-            return self  # a late barrier of a checkpoint this task already finished or aborted
+            task.resume(ch)  # a late barrier of a checkpoint this task finished or aborted
+            return self
         if b.options == "at_least_once":
             return TrackingBarriers(b).barrier_received(task, ch, b)
         if _unaligned(task, b):
@@ -76,6 +77,7 @@ class CollectingBarriers(HandlerState):
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
+            task.resume(ch)
             return self
         if _unaligned(task, b) and self.barrier.options == "timeoutable":
             self.received.add(ch.index_in_task)
@@ -142,6 +144,7 @@ class CollectingBarriersUnaligned(HandlerState):
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
+            task.resume(ch)
             return self
         self.received.add(ch.index_in_task)
         ch.persisting = None

@@ -207,8 +207,9 @@ def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed
             # campaign found a fault of the engine (or generator) itself, which is worse news.
             clean = verdict_of_seed(s, (), gen)
             if not clean["ok"]:
-                raise CutcheckError(f"seed {s} fails without the mutant too ({clean['violations'][0]['invariant']}: "
-                                    f"{clean['violations'][0]['detail']}); replay it with `cutcheck fuzz --seed {s}`.")
+                raise CutcheckError(f"hunting {mutant}: seed {s} fails without the mutant too "
+                                    f"({clean['violations'][0]['invariant']}: {clean['violations'][0]['detail']}), "
+                                    f"an engine fault; replay it with `cutcheck fuzz --workers 1 --seed {s} --examples 1`.")
             detail = v["violations"][0]["invariant"] if v["violations"] else "EXACTLY_ONCE"
             return KillResult(mutant, True, time.monotonic() - start, n, detail, s)
     return KillResult(mutant, False, time.monotonic() - start, n)

@@ -251,6 +251,12 @@ class Task:
     def block(self, ch: InputChannel) -> None:
         ch.blocked = True
 
+    def resume(self, ch: InputChannel) -> None:
+        """resumeConsumption of one channel: an aligned barrier we do not align on (its checkpoint
+        was aborted or is over) must not leave its sender blocked."""
+        if not ch.blocked and ch.sender is not None:
+            ch.sender.blocked = False
+
     def unblock_all(self) -> None:
         """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
         for ch in self.channels:
