@@ -683,6 +683,7 @@ def fuzz(
     workers: int = typer.Option(1, "--workers", help="Run seed campaigns in this many local processes."),
     spark: str = typer.Option(None, "--spark", help="Run the seeds as Spark tasks on this master (e.g. local[*])."),
     seed: int = typer.Option(0, "--seed", help="Campaign seed (the first scenario seed for seed campaigns)."),
+    seeds: bool = typer.Option(False, "--seeds", help="A seed campaign in this process (what --workers and --spark run)."),
     out_dir: Path = typer.Option(Path("."), "--out", help="Where a counterexample scenario is written."),
     json_path: Path = typer.Option(None, "--json", help="Write the campaign report as JSON."),
 ) -> None:
@@ -690,16 +691,18 @@ def fuzz(
     from reference import fuzz as fz
 
     mutants = tuple(mutant or ())
-    if spark or workers > 1:
-        seeds = list(range(seed, seed + examples))
+    if spark or workers > 1 or seeds:
+        seed_list = list(range(seed, seed + examples))
         if spark:
-            with err.status(f"running {len(seeds)} scenarios as Spark tasks on {spark} …"):
-                verdicts = _spark_verdicts(seeds, mutants, spark)
-        else:
+            with err.status(f"running {len(seed_list)} scenarios as Spark tasks on {spark} …"):
+                verdicts = _spark_verdicts(seed_list, mutants, spark)
+        elif workers > 1:
             from multiprocessing import get_context
 
             with get_context("spawn").Pool(workers) as pool:
-                verdicts = pool.starmap(fz.verdict_of_seed, [(s, mutants) for s in seeds])
+                verdicts = pool.starmap(fz.verdict_of_seed, [(s, mutants) for s in seed_list])
+        else:
+            verdicts = fz.seed_campaign(seed_list, mutants=mutants).verdicts
         result = fz.CampaignResult(examples=len(verdicts), refused=sum(v["refused"] for v in verdicts), verdicts=verdicts)
         bad = [v for v in verdicts if not v["ok"]]
         out.print(table("fuzz (seed campaign)", ["scenarios", "refused restores", "violations"],

@@ -209,7 +209,7 @@ def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed
             if not clean["ok"]:
                 raise CutcheckError(f"hunting {mutant}: seed {s} fails without the mutant too "
                                     f"({clean['violations'][0]['invariant']}: {clean['violations'][0]['detail']}), "
-                                    f"an engine fault; replay it with `cutcheck fuzz --workers 1 --seed {s} --examples 1`.")
+                                    f"an engine fault; its scenario is reference.generate.scenario_from_seed({s}, **{gen!r}).")
             detail = v["violations"][0]["invariant"] if v["violations"] else "EXACTLY_ONCE"
             return KillResult(mutant, True, time.monotonic() - start, n, detail, s)
     return KillResult(mutant, False, time.monotonic() - start, n)
