@@ -531,6 +531,11 @@ def simulate(
         scen = scen.with_rescale(parallelism, on_failure=0, label="--rescale")
     result = run(scen, out_dir=out_dir, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode,
                  trace=trace)
+    if result.run_dir is None:
+        # Without --out the replay names the scenario file as given, with every override.
+        flags = [f"--seed {scen.seed}"] + ([f"--mode {mode}"] if mode else []) + [f"--mutant {m}" for m in mutant or []]
+        flags += [f"--rescale {r}" for r in rescale or []] + (["--trace"] if trace else [])
+        result.replay = f"cutcheck simulate {scenario} " + " ".join(flags)
     _print_run(result)
     rejected = []
     if trace:
