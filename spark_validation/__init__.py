@@ -36,15 +36,14 @@ def validate(
     started = time.perf_counter()
     src = datasets.resolve(run_dir, input, output)  # cheap checks before starting a JVM
     spark = session.get_session(master=master, driver_memory=driver_memory, app_name="cutcheck-validate")
-    spark.conf.set(
-        "spark.sql.shuffle.partitions",
-        str(session.shuffle_partitions(src.input.bytes + src.output.bytes, session.cores(spark))),
-    )
     inp = datasets.read(spark, src.input)
     out = datasets.read(spark, src.output)
     plan = checks.plan(inp, out, sample)
+    partitions = session.shuffle_partitions(src.input.bytes + src.output.bytes, session.cores(spark))
+    conf = {**session.VALIDATION_CONF, "spark.sql.shuffle.partitions": str(partitions)}
     try:
-        rows = plan.frame.collect()
+        with session.sql_conf(spark, conf):
+            rows = plan.frame.collect()
     except Exception as exc:
         reason = datasets.read_failure(exc)
         if reason is None:
