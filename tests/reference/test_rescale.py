@@ -21,12 +21,14 @@ from model.keygroups import assign_to_key_group, key_group_range
 from model.partitioning import make_selector
 from reference import Scenario, simulate
 from reference.engine import Engine
+from reference.fanout import BroadcastFanout
 from reference.network import Buf
 from reference.operators import InvariantViolation
 from reference.rescale import assign_operator_state, rescaled_assignment, split_distribute
 from reference.storage import CompletedCheckpoint, InMemoryStorage
 from reference.tasks import TaskSnapshot
 from tests.reference.helpers import scenario, small_graph
+from tests.strategies import job_graph_dicts
 
 POINTWISE_OR_BROADCAST = ("forward", "rescale", "broadcast")
 REFUSED_WITH_STATE = (*POINTWISE_OR_BROADCAST, "custom")  # Flink cannot rescale their in-flight data
@@ -413,6 +415,31 @@ def test_nested_broadcast_copies_in_flight_between_the_broadcasts() -> None:
         assert r.ok, (seed, r.violations, r.exactly_once)
         moved += moved_records(r.restores)
     assert moved > 0, "no copy was in flight between the broadcasts"
+
+
+@given(job_graph_dicts(blocking=False, max_middle=4))
+def test_broadcast_fanout_agrees_with_the_static_expectation_before_any_rescale(graph: dict[str, Any]) -> None:
+    """reference.fanout counts copies by walking the graph; with no rescale it must give exactly the
+    copies the oracle's static routes promise, for every record."""
+    engine = Engine(Scenario.from_json({"graph": graph}))
+    expect = engine.expect
+    counted = BroadcastFanout(engine).expected()
+    for name, layout in expect.layouts.items():
+        for j in range(layout.records):
+            assert counted[layout.rid_base + j] == expect.copies(name, layout.rid_base + j)
+
+
+def test_two_edges_between_the_same_vertices_keep_their_channel_state_apart() -> None:
+    """multi-edge.json joins src and both twice (rebalance on gate 0, shuffle on gate 1): each edge's
+    in-flight records are redistributed on that edge (the edge key is part of every channel key)."""
+    for seed in range(1, 4):
+        s = scenario("multi-edge.json", seed=seed, slow="both", failures=[{"after_checkpoint": 2, "target": "both[0]"}])
+        s["rescales"] = [{"on_failure": 0, "parallelism": {"both": 5, "src": 1}}]
+        r = simulate(Scenario.from_json(s))
+        assert r.ok, (seed, r.violations, r.exactly_once)
+        edges = r.restores[0]["edges"]
+        assert {0, 1} <= set(edges)
+        assert all(edges[k]["input_records"] + edges[k]["output_records"] > 0 for k in (0, 1)), edges
 
 
 # ------------------------------------------------------------------------------ refusals in the engine
