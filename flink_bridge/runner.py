@@ -106,6 +106,11 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
         raise CutcheckError("--rescale needs --fail-after-checkpoint N: the rescaled restore is the one after that failure.")
     if opts.fail_after is not None and opts.fail_after < 1:
         raise CutcheckError("--fail-after-checkpoint must be at least 1 (checkpoint ids start at 1).")
+    custom = next((e for e in graph.edges if e.partitioner == "custom"), None)
+    if custom is not None and opts.mode != "aligned":
+        # StreamGraphGenerator: "Unaligned checkpoints are currently not supported for custom partitioners".
+        raise GraphError(f"{custom.describe()}: Flink refuses unaligned checkpoints with a custom partitioner "
+                         "(rescaling its in-flight data is not guaranteed to work); use --mode aligned.")
     target = graph.with_parallelism(opts.rescale) if opts.rescale else graph
     for e in graph.edges:
         if e.partitioner == "broadcast" and target.vertex(e.target).parallelism != graph.vertex(e.target).parallelism:
@@ -166,8 +171,8 @@ def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str
     return conf
 
 
-def _submit(cluster: flink_env.Cluster, graph: JobGraph, conf: dict[str, str], sinks: dict[str, str],
-            probes: ProbeSpec, name: str) -> str:
+def environment(conf: dict[str, str]) -> Any:
+    """A PyFlink StreamExecutionEnvironment with exactly this configuration."""
     from pyflink.common import Configuration
     from pyflink.datastream import StreamExecutionEnvironment
 
@@ -177,9 +182,17 @@ def _submit(cluster: flink_env.Cluster, graph: JobGraph, conf: dict[str, str], s
         config.set_string(k, v)
     # The Java constructor honours execution.target; getExecutionEnvironment() would force a local one.
     j_env = gw.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(config._j_configuration)
-    env = StreamExecutionEnvironment(j_env)
+    return StreamExecutionEnvironment(j_env)
+
+
+def _submit(graph: JobGraph, conf: dict[str, str], sinks: dict[str, str], probes: ProbeSpec, name: str) -> str:
+    env = environment(conf)
     build(env, graph, sinks, probes)
-    client = env.execute_async(name)
+    try:
+        client = env.execute_async(name)
+    except Exception as exc:  # Py4JJavaError: Flink refused the job graph (bad config, a missing restore path)
+        lines = [ln.strip() for ln in str(exc).splitlines() if "Exception:" in ln or "Error:" in ln]
+        raise CutcheckError(f"Flink did not accept job {name!r}: {(lines[-1] if lines else type(exc).__name__)[:300]}.") from None
     return str(client.get_job_id())
 
 
@@ -214,7 +227,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
             index = len(result.jobs)
             conf = job_config(cluster, opts, checkpoint_dir, in_place, restore,
                               opts.job_id if index == 0 else None)
-            job_id = _submit(cluster, current, conf, sinks, probes, f"cutcheck {graph.name} #{index}")
+            job_id = _submit(current, conf, sinks, probes, f"cutcheck {graph.name} #{index}")
             job = JobRun(index, current, job_id, _now(), restore)
             result.jobs.append(job)
             result.events.append((job.submitted_ms, "submit", f"job {job_id} at parallelism "

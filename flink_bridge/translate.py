@@ -69,7 +69,8 @@ def _types() -> tuple[Any, Any]:
     return rec, Types.ROW([Types.LONG(), rec])
 
 
-def _partition(stream: Any, partitioner: str, src_par: int, src_maxpar: int, uid: str) -> Any:
+def _partition(stream: Any, partitioner: str, src: tuple[int, int], dst: tuple[int, int], uid: str) -> Any:
+    """``stream`` partitioned as the edge says; src/dst are (parallelism, max parallelism) of its two ends."""
     from pyflink.datastream import DataStream
 
     from flink_bridge.functions import custom_partition, record_key
@@ -81,11 +82,14 @@ def _partition(stream: Any, partitioner: str, src_par: int, src_maxpar: int, uid
     if partitioner == "global":
         return DataStream(getattr(stream._j_data_stream, "global")())  # 'global' is a Python keyword
     if partitioner == "custom":
+        # PyFlink adds two Python maps: (partition, record) before the exchange, record after it.
         out = stream.partition_custom(custom_partition, record_key)
-        helper = out._j_data_stream.getTransformation().getInputs().get(0)  # PyFlink's partition map
-        helper.setUid(uid)
-        helper.setParallelism(src_par)
-        helper.setMaxParallelism(src_maxpar)
+        after = out._j_data_stream.getTransformation()
+        before = after.getInputs().get(0).getInputs().get(0)  # through the (virtual) partition transformation
+        for t, suffix, (par, maxpar) in ((before, "", src), (after, "/values", dst)):
+            t.setUid(uid + suffix)
+            t.setParallelism(par)
+            t.setMaxParallelism(maxpar)
         return out
     raise GraphError(f"partitioner {partitioner!r} has no Flink translation.")  # hash is handled by keyed_count
 
@@ -139,8 +143,8 @@ def build(env: Any, graph: JobGraph, sinks: dict[str, str], probes: ProbeSpec) -
             counted = KeyedStream(j_keyed, rec, union).process(fn.Count(probe(vid)), output_type=rec)
             streams[vid] = pin(counted, vid, vid)
             continue
-        parts = [_partition(streams[e.source], e.partitioner, graph.vertex(e.source).parallelism,
-                            graph.max_parallelism(e.source), f"{vid}/custom{e.key}") for e in ins]
+        parts = [_partition(streams[e.source], e.partitioner, (graph.vertex(e.source).parallelism, graph.max_parallelism(e.source)),
+                            (v.parallelism, graph.max_parallelism(vid)), f"{vid}/custom{e.key}") for e in ins]
         merged = parts[0].union(*parts[1:]) if len(parts) > 1 else parts[0]
         if not isinstance(merged, DataStream):
             merged = DataStream(merged._j_data_stream)
