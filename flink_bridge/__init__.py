@@ -5,9 +5,10 @@ Needs the ``flink`` extra (apache-flink); every entry point raises EnvironmentPr
 with the install command when it is missing. Nothing here prints.
 
 * ``run_to_dir(graph, out, options)``: the job on Flink, then ``out`` as a cutcheck run directory.
-* ``compare(graph, options)``: the same graph on the engine and on Flink, side by side.
+* ``compare.compare(graph, options)``: the same graph on the engine and on Flink, side by side.
 * ``checkpoints.referenced_files(chk_dir)`` / ``checkpoints.inspect_flink(root)``: what Flink's
-  ``_metadata`` references, by scope, read with Flink's own loader.
+  ``_metadata`` references, by scope, read with Flink's own loader;
+  ``checkpoints.any_referenced_files`` is the reader ``cutcheck storage ls/orphans`` uses.
 """
 
 from __future__ import annotations
