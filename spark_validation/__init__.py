@@ -48,9 +48,7 @@ def validate(
         reason = datasets.read_failure(exc)
         if reason is None:
             raise
-        raise LogDataError(
-            f"reading the logs ({src.input.path}, {src.output.path}) failed: {reason}; fix or remove that file."
-        ) from None
+        raise LogDataError(f"cannot read the logs: {reason}; fix or remove that file.") from None
     totals, samples = checks.summarise(rows, sample)
     try:
         observed = plan.records.get

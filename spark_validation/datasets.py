@@ -15,6 +15,7 @@ import bz2
 import gzip
 import json
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -175,9 +176,32 @@ def _json_keys(ds: Dataset) -> list[str] | None:
     return None
 
 
+def _chain(exc: BaseException) -> list[str]:
+    """The first line of every message down the Java cause chain (PySpark's own text is only
+    "An error occurred while calling o64.parquet")."""
+    java = getattr(exc, "java_exception", None) or getattr(exc, "_origin", None)
+    lines: list[str] = []
+    while java is not None and len(lines) < 12:
+        try:
+            msg = java.getMessage()
+            java = java.getCause()
+        except Exception:  # a dead gateway: keep what we have
+            break
+        if msg and msg.strip():
+            lines.append(msg.strip().splitlines()[0])
+    text = str(exc).strip()
+    return lines or ([text.splitlines()[0]] if text else [type(exc).__name__])
+
+
 def _short(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return text[0][:300] if text else type(exc).__name__
+    """``<file>: <root cause>`` when the chain names a file, else the root cause."""
+    lines = _chain(exc)
+    root = re.sub(r"\s*SQLSTATE: \w+", "", lines[-1])[:300]
+    for line in lines:
+        m = re.search(r"(?:reading file|file) (\S+?)\.?(?:\s|$)", line)
+        if m and m.group(1) not in root:
+            return f"{m.group(1)}: {root}"
+    return root
 
 
 def _load(spark: SparkSession, ds: Dataset) -> DataFrame | None:
@@ -246,9 +270,7 @@ _READ_MARKERS = (
 
 def read_failure(exc: BaseException) -> str | None:
     """A one-line reason when ``exc`` (raised while the job ran) says the data is unreadable."""
-    text = str(exc)
+    text = " ".join(_chain(exc)) + " " + str(exc)
     if not any(m in text for m in _READ_MARKERS):
         return None
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    # Spark puts the error class and the file first; the JVM stack trace follows.
-    return lines[0][:400] if lines else type(exc).__name__
+    return _short(exc)

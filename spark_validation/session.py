@@ -33,11 +33,11 @@ def java_problem(problem: str) -> EnvironmentProblem:
     )
 
 
-# Spark prints INFO/WARN chatter (and, in a PySpark "shell", a banner about the default log level)
-# to the terminal. An explicit log4j2 configuration at ERROR silences both; the loggers named
+# Spark prints INFO/WARN/ERROR chatter (and, in a PySpark "shell", a banner about the default log
+# level) to the terminal. An explicit log4j2 configuration at FATAL silences both; the loggers named
 # below are the ones Spark consults to decide the shell's level.
 _LOG4J2 = """\
-rootLogger.level = error
+rootLogger.level = fatal
 rootLogger.appenderRef.stderr.ref = console
 appender.console.type = Console
 appender.console.name = console
@@ -45,11 +45,11 @@ appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n
 logger.submit.name = org.apache.spark.deploy.SparkSubmit
-logger.submit.level = error
+logger.submit.level = fatal
 logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer
-logger.gateway.level = error
+logger.gateway.level = fatal
 logger.repl.name = org.apache.spark.repl.Main
-logger.repl.level = error
+logger.repl.level = fatal
 """
 
 DEFAULT_MASTER = "local[*]"
@@ -176,7 +176,9 @@ def build_session(
     except Exception as exc:  # PySpark raises its own runtime errors when the JVM cannot start
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise java_problem(f"Spark could not start with it ({first})") from None
-    spark.sparkContext.setLogLevel("ERROR")
+    # Task failures (unreadable files, for instance) reach the caller as exceptions that become
+    # one sentence; Spark's own ERROR lines would repeat them as JVM stack traces.
+    spark.sparkContext.setLogLevel("FATAL")
     return spark
 
 
