@@ -21,8 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from model.errors import EnvironmentProblem
+
+if TYPE_CHECKING:  # pyspark is imported lazily: finding Java must not need it
+    from pyspark.sql import SparkSession
 
 
 def java_problem(problem: str) -> EnvironmentProblem:
@@ -124,7 +128,7 @@ def shuffle_partitions(data_bytes: int, cores: int) -> int:
     return min(4000, math.ceil(wanted / cores) * cores)
 
 
-def active_session():  # -> SparkSession | None
+def active_session() -> SparkSession | None:
     from pyspark.sql import SparkSession
 
     spark = SparkSession.getActiveSession()
@@ -140,8 +144,8 @@ def build_session(
     driver_memory: str | None = None,
     app_name: str = "cutcheck",
     shuffle_partitions: int | None = None,
-):  # -> SparkSession
-    """A new SparkSession: local[*] by default, AQE on, UI off, logs at ERROR.
+) -> SparkSession:
+    """A new SparkSession: local[*] by default, AQE on, UI off, Spark logs silenced.
 
     ``driver_memory`` only takes effect when this call starts the JVM (Spark fixes it at launch).
     """
@@ -189,7 +193,9 @@ def quiet_python_loggers() -> None:
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
 
 
-def get_session(master: str | None = None, driver_memory: str | None = None, app_name: str = "cutcheck"):
+def get_session(
+    master: str | None = None, driver_memory: str | None = None, app_name: str = "cutcheck"
+) -> SparkSession:
     """The running session when there is one (and it matches ``master``), else a new one."""
     quiet_python_loggers()
     spark = active_session()
@@ -204,7 +210,7 @@ def get_session(master: str | None = None, driver_memory: str | None = None, app
     return spark
 
 
-def cores(spark) -> int:
+def cores(spark: SparkSession) -> int:
     return max(1, int(spark.sparkContext.defaultParallelism))
 
 
@@ -215,7 +221,7 @@ VALIDATION_CONF: dict[str, str] = {"spark.sql.execution.useHashAggregateExec": "
 
 
 @contextmanager
-def sql_conf(spark, settings: dict[str, str]) -> Iterator[None]:
+def sql_conf(spark: SparkSession, settings: dict[str, str]) -> Iterator[None]:
     """Set runtime SQL settings for the duration of a block, then restore them (the session is shared)."""
     before = {k: spark.conf.get(k, None) for k in settings}
     for k, v in settings.items():
