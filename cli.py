@@ -642,7 +642,7 @@ def logs_synth(
 
 FUZZ_PROFILES: dict[str, dict[str, Any]] = {
     # examples: Hypothesis fuzz scenarios; kill_seconds: budget per mutant; spark: validate the example logs
-    "quick": {"examples": 30, "kill_seconds": 60.0, "max_seeds": 300},
+    "quick": {"examples": 20, "kill_seconds": 60.0, "max_seeds": 300},
     "ci": {"examples": 80, "kill_seconds": 60.0, "max_seeds": 400},
     "deep": {"examples": 2000, "kill_seconds": 300.0, "max_seeds": 5000},
 }

@@ -146,7 +146,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         # subsumed now and then, so shared files are reused across checkpoints and aborts happen.
         ck["incremental"] = True
         ck["retained"] = d.integer(1, 3)
-        ck["checkpoint_timeout"] = d.integer(3, 80)
+        # Expiry well above the interval: checkpoints that keep expiring under aligned
+        # backpressure (with tiny buffers) starve the job, as they would starve a Flink job.
+        ck["checkpoint_timeout"] = d.integer(2 * interval, 8 * interval)
         out["storage"] = {"incremental": True}  # the directory is chosen by whoever runs it
     return out
 
