@@ -203,7 +203,7 @@ def test_rescale_row(topology: str, old: int, new: int) -> None:
     filtered = sum(e.get("filtered", 0) for e in edges)
     mappers = sorted({e["mapper"].split(" / ")[0] for e in edges if e.get("mapper", "1:1") != "1:1"})
     unordered = restore.get("order_unchecked_edges", [])
-    note = "ORDER unchecked after on " + ", ".join(f"#{k}" for k in unordered) if unordered else ""
+    note = "ORDER no longer checked on " + ", ".join(f"#{k}" for k in unordered) if unordered else ""
     RESULTS[(topology, old, new)] = [topology, f"{old}→{new}", "ok", str(restore["checkpoint"]), str(moved),
                                      str(filtered), ", ".join(mappers) or "1:1", note, f"{seconds:.1f}"]
 
