@@ -149,7 +149,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         # Expiry well above the interval: checkpoints that keep expiring under aligned
         # backpressure (with tiny buffers) starve the job, as they would starve a Flink job.
         ck["checkpoint_timeout"] = d.integer(2 * interval, 8 * interval)
-        out["storage"] = {"incremental": True}  # the directory is chosen by whoever runs it
+        # Nothing inlined into _metadata, so keyed state lands in shared files that checkpoints reuse.
+        out["storage"] = {"incremental": True, "inline_threshold": 0}  # the directory: whoever runs it
     return out
 
 
