@@ -144,7 +144,8 @@ class Engine:
             if t.pending_priority:
                 acts.append((fast, self._do_priority, t))
                 continue
-            if t.direct_triggers and (t.vertex.kind == "source" or t.finished or self._snapshots_unaligned(t.direct_triggers[0])):
+            if t.direct_triggers and (t.vertex.kind == "source" or t.finished
+                                      or self._snapshots_unaligned(t, t.direct_triggers[0])):
                 acts.append((fast, self._do_direct_checkpoint, t))
             if t.vertex.kind == "source":
                 if not t.finished and t.output_available():
@@ -215,12 +216,16 @@ class Engine:
         b = t.direct_triggers.pop(0)
         if b.cp not in self.coordinator.pending or b.cp <= t.last_cp:
             return  # aborted, or this task already took the snapshot (a barrier got here first)
-        unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(b)
+        unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(t, b)
         snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
 
-    def _snapshots_unaligned(self, b: Barrier) -> bool:
+    def _snapshots_unaligned(self, t: Task, b: Barrier) -> bool:
+        """Whether a directly triggered task may snapshot before its input is processed: only
+        unaligned, and only if none of its inputs is forced aligned (no channel state on
+        pointwise, broadcast or custom edges, facts §3.7)."""
         opts = self.coordinator.options(b.cp)
-        return opts == "unaligned" or (opts == "timeoutable" and self.timed_out(b.cp))
+        unaligned = opts == "unaligned" or (opts == "timeoutable" and self.timed_out(b.cp))
+        return unaligned and all(self.edge_unaligned[ch.edge] for ch in t.channels)
 
     def _can_transmit(self, sp: OutputSubpartition) -> bool:
         head = sp.queue[0]
