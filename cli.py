@@ -739,7 +739,18 @@ def fuzz(
     raise typer.Exit(0 if result.ok else 1)
 
 
-EXAMPLE_SCENARIOS = Path(__file__).resolve().parent / "examples" / "scenarios"
+def _example_scenarios(directory: Path | None) -> list[Path]:
+    """The scenarios verify runs: --examples DIR, else examples/scenarios of the working directory
+    (the repository, where the README runs it), else the one beside cli.py (an editable install)."""
+    candidates = [directory] if directory else [Path.cwd() / "examples" / "scenarios",
+                                                 Path(__file__).resolve().parent / "examples" / "scenarios"]
+    for d in candidates:
+        found = sorted(d.glob("*.json")) if d and d.is_dir() else []
+        if found:
+            return found
+    where = directory or candidates[0]
+    raise CutcheckError(f"{where}: no example scenarios (*.json) to run; run verify from the repository root or "
+                        "give --examples DIR.")
 
 
 @app.command()
@@ -750,6 +761,7 @@ def verify(
     master: str = typer.Option(None, "--master", help="Spark master for validating the example logs (default local[*])."),
     work_dir: Path = typer.Option(None, "--work-dir", help="Keep the example runs' recovery logs here."),
     mutant: list[str] = typer.Option(None, "--mutant", help="Switch a fault on everywhere (verify must then fail)."),
+    examples_dir: Path = typer.Option(None, "--examples", help="Directory of scenarios to run (default examples/scenarios)."),
 ) -> None:
     """The whole chain: proofs, a fuzz campaign, the mutation check, the example scenarios, and Spark
     validation of their logs. Exit 0 when everything holds, 1 on any violation or counterexample."""
@@ -763,6 +775,7 @@ def verify(
 
     if profile not in FUZZ_PROFILES:
         raise CutcheckError(f"--profile {profile!r}: use one of {', '.join(FUZZ_PROFILES)}.")
+    _example_scenarios(examples_dir)  # bad input is found before minutes of work
     mutants = tuple(mutant or ())
     for m in mutants:
         if m not in MUTANTS:
@@ -809,7 +822,7 @@ def verify(
 
     root = Path(work_dir) if work_dir else Path(tempfile.mkdtemp(prefix="cutcheck-verify-"))
     examples_ok, run_dirs = True, []
-    for path in sorted(EXAMPLE_SCENARIOS.glob("*.json")):
+    for path in _example_scenarios(examples_dir):
         result = run(Scenario.from_json(path).with_overrides(mutants=mutants or None), out_dir=root / path.stem)
         run_dirs.append((path.stem, result))
         examples_ok &= result.ok
