@@ -510,10 +510,10 @@ def test_engine_refuses_a_restore_that_would_rescale_forward_channel_state() -> 
 
 @pytest.mark.parametrize("mode", ["aligned", "unaligned"])
 def test_forward_edges_rescale_unless_their_checkpoint_holds_in_flight_data(mode: str) -> None:
-    """Aligned checkpoints hold no channel state, so rescaling a forward edge's ends succeeds. Flink
-    keeps forward edges aligned in unaligned mode too; the exception is a task triggered directly
-    once its producers finished (FLIP-147), which persists its queued input even on a forward edge.
-    Either way the restore is refused exactly when the forward edge holds in-flight records."""
+    """Flink keeps forward edges aligned in unaligned mode too (facts §3.7), and a task triggered
+    directly once its producers finished (FLIP-147) snapshots aligned when any input is forced
+    aligned, so a forward edge never holds channel state and rescaling its ends always succeeds.
+    A refusal would therefore be a fault; the test asserts Flink's rule whenever one happens."""
     outcomes = set()
     for seed in range(1, 9):
         graph = forward_graph()
@@ -529,7 +529,7 @@ def test_forward_edges_rescale_unless_their_checkpoint_holds_in_flight_data(mode
         assert r.violations == [] and r.verdict.ok, (seed, r.violations, r.verdict)
         assert r.restores and all(not flink_refuses(r.engine.graph, d, n) for d, n in r.restores)
         outcomes.add("restored")
-    assert outcomes == ({"restored"} if mode == "aligned" else {"restored", "refused"})
+    assert outcomes == {"restored"}
 
 
 # ------------------------------------------------------------------------------------------- mutants
