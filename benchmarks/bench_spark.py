@@ -52,12 +52,17 @@ def ensure_logs(root: Path, records: int) -> dict[str, Any]:
     return json.loads(planted_file.read_text())
 
 
-def duckdb_checks(inp: Path, out: Path, sample: int = 20) -> dict[str, int]:
+def duckdb_checks(inp: Path, out: Path, sample: int = 20, memory_limit: str = "6GB") -> dict[str, int]:
     """The same six checks, with the same semantics, as DuckDB SQL over the same Parquet files."""
     import duckdb
 
     con = duckdb.connect()
     con.execute(f"SET threads = {os.cpu_count() or 1}")
+    # Same budget as the Spark driver, spilling to disk beyond it: DuckDB's default (80% of RAM)
+    # next to a 6 GB JVM got the whole process killed by the OOM killer at 100M records.
+    con.execute(f"SET memory_limit = '{memory_limit}'")
+    con.execute(f"SET temp_directory = '{inp.parent / '.duckdb-tmp'}'")
+    con.execute("SET preserve_insertion_order = false")
     src_in = f"read_parquet('{inp}/**/*.parquet')"
     src_out = f"read_parquet('{out}/**/*.parquet')"
     in_cols = {r[0] for r in con.execute(f"DESCRIBE SELECT * FROM {src_in}").fetchall()}
@@ -162,7 +167,7 @@ def main() -> int:
         agree = all(report.count(c) == planted[n][c] for c in CHECKS)
         if not args.skip_duckdb:
             t0 = time.perf_counter()
-            duck = duckdb_checks(run / "input", run / "output")
+            duck = duckdb_checks(run / "input", run / "output", memory_limit=args.driver_memory.upper() + "B")
             seconds["duckdb", n] = time.perf_counter() - t0
             emit("validate_seconds", records=n, engine="duckdb", value=round(seconds["duckdb", n], 3))
             agree = agree and all(duck[c] == planted[n][c] for c in CHECKS)
