@@ -132,42 +132,76 @@ class Engine:
         return True
 
     def enabled_actions(self) -> list[tuple[int, Callable[[Any], None], Any]]:
+        """Every enabled action with its weight, in a fixed order (tasks, then subpartitions, then
+        notifications), so a seed picks the same action in every run.
+
+        This scan runs once per step, so ``Task.readable``, ``Task.has_unflushed`` and
+        ``_can_transmit`` are inlined here; they remain the definitions (tests hold the two equal).
+        """
         sched = self.scenario.schedule
         # Every action weighs ``slowdown``; the slow vertex's processing weighs 1 under the
         # backpressure policy; the output flusher weighs ``flush_weight`` (Flink flushes on a timer,
         # rarely compared with record processing, so buffers usually leave full).
         fast = sched.slowdown
         slow = 1 if sched.policy == "backpressure" else fast
+        slow_vertex = sched.slow
+        flush_weight = sched.flush_weight
+        do_process = self._do_process
         acts: list[tuple[int, Callable[[Any], None], Any]] = []
+        append = acts.append
         for t in self.tasks.values():
-            w = slow if t.sid.vertex == sched.slow else fast
             if t.pending_priority:
-                acts.append((fast, self._do_priority, t))
+                append((fast, self._do_priority, t))
                 continue
-            if t.direct_triggers and (t.vertex.kind == "source" or t.finished
+            w = slow if t.sid.vertex == slow_vertex else fast
+            if t.direct_triggers and (t.is_source or t.finished
                                       or self._snapshots_unaligned(t, t.direct_triggers[0])):
-                acts.append((fast, self._do_direct_checkpoint, t))
-            if t.vertex.kind == "source":
+                append((fast, self._do_direct_checkpoint, t))
+            if t.is_source:
                 if not t.finished and t.output_available():
-                    acts.append((w, self._do_produce, t))
+                    append((w, self._do_produce, t))
             else:
                 avail = None
                 for ch in t.channels:
-                    if t.readable(ch):
-                        head = ch.recovered[0] if ch.recovered else ch.queue[0]
-                        if isinstance(head, Buf):
-                            if avail is None:
-                                avail = t.output_available()
-                            if not avail:
-                                continue
-                        acts.append((w, self._do_process, (t, ch)))
+                    if ch.blocked:
+                        continue
+                    if ch.recovered:
+                        head = ch.recovered[0]
+                    else:
+                        q = ch.queue
+                        if not q:
+                            continue
+                        g = ch.gate
+                        if not g.recovery_done and g.recovering():
+                            continue
+                        head = q[0]
+                    if head.__class__ is Buf:
+                        if avail is None:
+                            avail = t.output_available()
+                        if not avail:
+                            continue
+                    append((w, do_process, (t, ch)))
             if t.has_unflushed():
-                acts.append((sched.flush_weight, self._do_flush, t))
+                append((flush_weight, self._do_flush, t))
+        transmit = self._transmit if sched.records_per_action else self._do_transmit
         for sp in self.subpartitions:
-            if sp.queue and self._can_transmit(sp):
-                acts.append((fast, self._transmit if sched.records_per_action else self._do_transmit, sp))
+            q = sp.queue
+            if not q:
+                continue
+            ch = sp.channel
+            g = ch.gate
+            if not g.recovery_done and g.recovering():
+                continue
+            head = q[0]
+            cls = head.__class__
+            if cls is Barrier and head.priority:
+                append((fast, transmit, sp))
+            elif sp.blocked:
+                continue
+            elif cls is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
+                append((fast, transmit, sp))
         for note in self.notifications:
-            acts.append((fast, self._do_notify, note))
+            append((fast, self._do_notify, note))
         return acts
 
     # ------------------------------------------------------------------ actions

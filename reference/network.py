@@ -95,6 +95,9 @@ class ResultPartition:
     in_use: int = 0  # buffers held: queued data buffers plus non-empty current buffers
     record_bytes: int = 64
     need: int = 1  # free buffers one record may need: every subpartition's for broadcast, else one
+    # Channel by key, for key-only selectors (hash, custom): the channel is a pure function of the
+    # key and a job has few keys, so the murmur hash runs once per key instead of once per record.
+    key_routes: dict[int, int] | None = None
 
     def free(self) -> int:
         return self.pool - self.in_use

@@ -89,21 +89,28 @@ class KeyedOperator(Operator):
         return kg
 
     def check(self, rec: tuple, ch: InputChannel) -> int:
-        kg = self.key_group(rec[KEY])
-        if kg not in self.range:
+        """OWNERSHIP and ORDER of one record; returns its key group (every keyed record passes here,
+        so the key-group cache and range test are written out rather than called)."""
+        key = rec[KEY]
+        kg = self.kg_cache.get(key)
+        if kg is None:
+            kg = self.kg_cache[key] = assign_to_key_group(key, self.max_parallelism)
+        if not self.range.start <= kg <= self.range.end:
             raise InvariantViolation(
                 "OWNERSHIP",
-                f"{self.task.sid} received key {rec[KEY]} (key group {kg}) outside its range "
+                f"{self.task.sid} received key {key} (key group {kg}) outside its range "
                 f"[{self.range.start}, {self.range.end}] (rid {rec[RID]})",
             )
         if ch.edge in self.check_order_edges:
-            lineage = (rec[KEY], rec[SPLIT], ch.edge, self.task.lineage)
-            order = self.order.setdefault(kg, {})
+            lineage = (key, rec[SPLIT], ch.edge, self.task.lineage)
+            order = self.order.get(kg)
+            if order is None:
+                order = self.order[kg] = {}
             last = order.get(lineage, -1)
             if rec[OFFSET] <= last:
                 raise InvariantViolation(
                     "ORDER",
-                    f"{self.task.sid} got offset {rec[OFFSET]} of key {rec[KEY]}, split {rec[SPLIT]} "
+                    f"{self.task.sid} got offset {rec[OFFSET]} of key {key}, split {rec[SPLIT]} "
                     f"after offset {last} (rid {rec[RID]}, edge {ch.edge}, producer {self.task.lineage})",
                 )
             order[lineage] = rec[OFFSET]
@@ -130,12 +137,13 @@ class KeyedCountOperator(KeyedOperator):
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         kg = self.check(rec, ch)
+        key = rec[KEY]
         m = self.counts.get(kg)
         if m is None:
             m = self.counts[kg] = {}
-        c = m.get(rec[KEY], 0) + 1
-        m[rec[KEY]] = c
-        self.task.emit((rec[RID], rec[KEY], rec[VALUE], rec[SPLIT], rec[OFFSET], c, self.counter_index))
+        c = m.get(key, 0) + 1
+        m[key] = c
+        self.task.emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, self.counter_index))
 
 
 class BroadcastStateOperator(KeyedOperator):

@@ -47,7 +47,6 @@ from reference.network import (
     ResultPartition,
 )
 from reference.tasks import Task
-from reference.wiring import KeyCachedSelector
 
 if TYPE_CHECKING:
     from reference.engine import Engine
@@ -125,10 +124,9 @@ def _new_partition(engine: Engine, task: Task, edge_key: int, chans: list[Channe
     if not broadcast:
         selector = make_selector(edge.partitioner, n, seed=engine.scenario.seed * 7919 + task.sid.index * 31 + edge_key,
                                  max_parallelism=graph.max_parallelism(edge.target))
-        if edge.partitioner in ("hash", "custom"):
-            selector = KeyCachedSelector(selector)
     part = ResultPartition(edge=edge_key, subpartitions=[], pool=net.output_pool_size(n), selector=selector,
-                           broadcast=broadcast, record_bytes=net.record_bytes, need=n if broadcast else 1)
+                           broadcast=broadcast, record_bytes=net.record_bytes, need=n if broadcast else 1,
+                           key_routes={} if edge.partitioner in ("hash", "custom") else None)
     for c in chans:
         sp = OutputSubpartition(index=c.subpartition, consumer=c.consumer.index, buffer_size=net.buffer_bytes)
         sp.partition, sp.task = part, task

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from reference.operators import Operator
+from reference.records import mix64
 
 if TYPE_CHECKING:
     from reference.tasks import Task
@@ -25,16 +26,23 @@ class SourceOperator(Operator):
     def produce(self, budget: int) -> int:
         """Emit up to ``budget`` records, round robin over unfinished splits; stop early when output is full."""
         task, layout, emitted = self.task, self.layout, 0
-        live = [e for e in self.splits if e[1] < layout.split_size(e[0])]
+        # SourceLayout.record, inlined: this loop makes every record of the job.
+        nsplits, keys, rid_base, split_base = layout.splits, layout.keys, layout.rid_base, layout.split_base
+        salt = layout.seed * 1_000_003
+        size = layout.split_size
+        live = [e for e in self.splits if e[1] < size(e[0])]
+        emit = task.emit
         task.output_available()
         while live and emitted < budget and not task.out_blocked:
             entry = live[self.turn % len(live)]
-            task.emit(layout.record(entry[0], entry[1]))
-            entry[1] += 1
+            s, off = entry
+            j = off * nsplits + s
+            emit((rid_base + j, mix64(salt + j) % keys, j, split_base + s, off, 0, -1))
+            entry[1] = off + 1
             emitted += 1
             self.turn += 1
-            if entry[1] >= layout.split_size(entry[0]):
-                live = [e for e in live if e[1] < layout.split_size(e[0])]
+            if off + 1 >= size(s):
+                live = [e for e in live if e[1] < size(e[0])]
         return emitted
 
     def snapshot(self) -> dict[str, Any]:

@@ -54,6 +54,7 @@ class Task:
         self.engine = engine
         self.sid = sid
         self.vertex = engine.graph.vertex(sid.vertex)
+        self.is_source = self.vertex.kind == "source"
         self.parallelism = parallelism
         self.max_parallelism = max_parallelism
         self.gates: list[InputGate] = []
@@ -91,7 +92,14 @@ class Task:
                     self._append(p, sp, rec)
                 continue
             # _append inlined: this is the per-record hot path of every operator.
-            sp = p.subpartitions[p.selector.select(rec[KEY])]
+            routes = p.key_routes
+            if routes is None:
+                sp = p.subpartitions[p.selector.select(rec[KEY])]
+            else:
+                i = routes.get(rec[KEY])
+                if i is None:
+                    i = routes[rec[KEY]] = p.selector.select(rec[KEY])
+                sp = p.subpartitions[i]
             cur = sp.current
             if cur is None:
                 cur = sp.current = []

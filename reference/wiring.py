@@ -17,23 +17,6 @@ if TYPE_CHECKING:
     from reference.engine import Engine
 
 
-class KeyCachedSelector:
-    """Memoises a key-only selector (hash, custom): the channel is a pure function of the key,
-    and a job has few keys, so the murmur hash runs once per key instead of once per record."""
-
-    __slots__ = ("_inner", "_cache")
-
-    def __init__(self, inner: object):
-        self._inner = inner
-        self._cache: dict[int, int] = {}
-
-    def select(self, key: int) -> int:
-        ch = self._cache.get(key)
-        if ch is None:
-            ch = self._cache[key] = self._inner.select(key)  # type: ignore[attr-defined]
-        return ch
-
-
 def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
