@@ -27,7 +27,7 @@ from reference.scheduler import Chooser, ScriptedChooser, SeededChooser
 from reference.sinks import TransactionStore
 from reference.snapshots import convert_timed_out_barrier, snapshot_task
 from reference.storage import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
-from reference.tasks import Task
+from reference.tasks import Task, any_current
 from reference.wiring import build_runtime
 
 
@@ -181,8 +181,10 @@ class Engine:
                         if not avail:
                             continue
                     append((w, do_process, (t, ch)))
-            if t.has_unflushed():
-                append((flush_weight, self._do_flush, t))
+            for p in t.partitions:  # Task.has_unflushed
+                if p.in_use and any_current(p.subpartitions):
+                    append((flush_weight, self._do_flush, t))
+                    break
         transmit = self._transmit if sched.records_per_action else self._do_transmit
         for sp in self.subpartitions:
             q = sp.queue
@@ -437,7 +439,9 @@ class Engine:
                 for t in self.tasks.values():
                     if cp in c.pending:
                         t.handler = t.handler.alignment_timeout(t, cp)
-        all_done = all(t.terminated() for t in self.tasks.values())
+        if c.pending and self.step < self.next_trigger:
+            return  # neither branch below can fire (the common step)
+        all_done = all(map(Task.terminated, self.tasks.values()))
         if all_done and not c.pending and self._sinks_pending() and not self.notifications:
             # The final checkpoint that commits the end of input; while completion notifications are
             # still on their way the sinks are about to commit, and another checkpoint would only
@@ -471,3 +475,4 @@ class Engine:
         from reference.recovery import global_failover
 
         global_failover(self, target, failure_index)
+

@@ -36,6 +36,16 @@ class Operator:
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         self.task.emit(rec)
 
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        """Apply ``recs[i:stop]`` in order until the task's output is full; returns the index of the
+        first record not applied. Operators on the per-record hot path define their transformation
+        here, inside the loop, and ``apply`` in terms of it (one Python call per buffer, not per record)."""
+        task, apply = self.task, self.apply
+        while i < stop and not task.out_blocked:
+            apply(recs[i], ch)
+            i += 1
+        return i
+
     def snapshot(self) -> dict[str, Any]:
         return {}
 
@@ -48,7 +58,16 @@ class Operator:
 
 class MapOperator(Operator):
     def apply(self, rec: tuple, ch: InputChannel) -> None:
-        self.task.emit((rec[RID], rec[KEY], map_value(rec[VALUE]), rec[SPLIT], rec[OFFSET], rec[COUNT], rec[COUNTER]))
+        self.apply_many([rec], 0, 1, ch)
+
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        task = self.task
+        emit = task.emit
+        while i < stop and not task.out_blocked:
+            rec = recs[i]
+            emit((rec[RID], rec[KEY], map_value(rec[VALUE]), rec[SPLIT], rec[OFFSET], rec[COUNT], rec[COUNTER]))
+            i += 1
+        return i
 
 
 class FilterOperator(Operator):
@@ -136,14 +155,23 @@ class KeyedCountOperator(KeyedOperator):
         self.counter_index = task.engine.vertex_index[task.sid.vertex]
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
-        kg = self.check(rec, ch)
-        key = rec[KEY]
-        m = self.counts.get(kg)
-        if m is None:
-            m = self.counts[kg] = {}
-        c = m.get(key, 0) + 1
-        m[key] = c
-        self.task.emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, self.counter_index))
+        self.apply_many([rec], 0, 1, ch)
+
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        task, check, counts, counter = self.task, self.check, self.counts, self.counter_index
+        emit = task.emit
+        while i < stop and not task.out_blocked:
+            rec = recs[i]
+            kg = check(rec, ch)
+            key = rec[KEY]
+            m = counts.get(kg)
+            if m is None:
+                m = counts[kg] = {}
+            c = m.get(key, 0) + 1
+            m[key] = c
+            emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, counter))
+            i += 1
+        return i
 
 
 class BroadcastStateOperator(KeyedOperator):

@@ -35,7 +35,8 @@ class Oracle:
         self.logs = logs
         self.counts = bytearray(expect.total_records)
         self.phantoms: list[int] = []
-        self.count_seen: dict[tuple[str, int], bytearray] = {}
+        # per count group (keyed_count/sink label), per key: which counts were committed (a flag per count)
+        self.count_seen: dict[str, dict[int, bytearray]] = {}
         self.count_repeats = 0
         self.rows = 0
         self.labels: dict[str, tuple[str | None, str | None]] = {}
@@ -54,20 +55,30 @@ class Oracle:
         for rec in rows:
             rid = rec[RID]
             if 0 <= rid < n:
-                if counts[rid] < 255:
-                    counts[rid] += 1
+                c = counts[rid]
+                if c < 255:
+                    counts[rid] = c + 1
             else:
                 self.phantoms.append(rid)
-            if counter is not None:
-                seen = self.count_seen.get((counter, rec[KEY]))
+        if counter is not None:
+            group = self.count_seen.get(counter)
+            if group is None:
+                group = self.count_seen[counter] = {}
+            for rec in rows:
+                key = rec[KEY]
+                seen = group.get(key)
                 if seen is None:
-                    seen = self.count_seen[(counter, rec[KEY])] = bytearray()
+                    seen = group[key] = bytearray()
                 c = rec[COUNT]
-                if c >= len(seen):
-                    seen.extend(b"\0" * (c + 1 - len(seen)))
-                if seen[c]:
-                    self.count_repeats += 1
-                seen[c] = 1
+                have = len(seen)
+                if c >= have:
+                    if c > have:
+                        seen.extend(bytes(c - have))
+                    seen.append(1)  # the usual case: a key's counts commit in increasing order
+                else:
+                    if seen[c]:
+                        self.count_repeats += 1
+                    seen[c] = 1
         self.rows += len(rows)
         if self.logs is not None:
             self.logs.output(rows, sink_subtask, txn, checkpoint, attempt, seq, counter, lane)
@@ -106,7 +117,7 @@ class Oracle:
                     if len(samples["duplicated"]) < sample:
                         samples["duplicated"].append(layout.rid_base + j)
         gaps = 0
-        for seen in self.count_seen.values():
+        for seen in (s for group in self.count_seen.values() for s in group.values()):
             top = len(seen) - 1
             if any(seen[c] == 0 for c in range(1, top + 1)) or seen[0]:
                 gaps += 1

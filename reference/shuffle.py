@@ -132,6 +132,7 @@ def _new_partition(engine: Engine, task: Task, edge_key: int, chans: list[Channe
         sp.partition, sp.task = part, task
         part.subpartitions.append(sp)
     task.partitions.append(part)
+    task.bind_emit()
     return part
 
 

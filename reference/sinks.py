@@ -83,6 +83,12 @@ class SinkOperator(Operator):
             self.store.stage(txn, rec)
             self.store.commit(txn, str(self.task.sid), -1, self.task.engine.attempt)
 
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        if self.exactly_once:
+            self.store.staged[self.txn].extend(recs[i:stop])  # type: ignore[index]
+            return stop  # a sink has no output, so it is never blocked
+        return super().apply_many(recs, i, stop, ch)
+
     def pre_barrier(self, cp: int) -> None:
         """prepareSnapshotPreBarrier: pre-commit the open transaction, hand the committable on, open a new one."""
         if not self.exactly_once:

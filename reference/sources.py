@@ -30,19 +30,22 @@ class SourceOperator(Operator):
         nsplits, keys, rid_base, split_base = layout.splits, layout.keys, layout.rid_base, layout.split_base
         salt = layout.seed * 1_000_003
         size = layout.split_size
-        live = [e for e in self.splits if e[1] < size(e[0])]
-        emit = task.emit
+        # [entry, its split's size] of every unfinished split
+        live = [[e, size(e[0])] for e in self.splits if e[1] < size(e[0])]
+        emit, turn = task.emit, self.turn
         task.output_available()
         while live and emitted < budget and not task.out_blocked:
-            entry = live[self.turn % len(live)]
+            entry, end = live[turn % len(live)]
             s, off = entry
             j = off * nsplits + s
             emit((rid_base + j, mix64(salt + j) % keys, j, split_base + s, off, 0, -1))
-            entry[1] = off + 1
+            off += 1
+            entry[1] = off
             emitted += 1
-            self.turn += 1
-            if off + 1 >= size(s):
-                live = [e for e in live if e[1] < size(e[0])]
+            turn += 1
+            if off >= end:
+                live = [x for x in live if x[0][1] < x[1]]
+        self.turn = turn
         return emitted
 
     def snapshot(self) -> dict[str, Any]:

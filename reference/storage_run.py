@@ -115,11 +115,12 @@ def _credit_counts(engine: Engine, done: CompletedCheckpoint, in_flight: list[tu
             if sid.vertex == counter:
                 for per_key in snap.operator.get("counts", {}).values():
                     counts.update(per_key)
+        group = oracle.count_seen.setdefault(label, {})
         for key, c in counts.items():
-            oracle.count_seen[(label, key)] = bytearray(b"\0" + b"\1" * c)
+            group[key] = bytearray(b"\0" + b"\1" * c)
         index = engine.vertex_index[counter]
         for target, rec in in_flight:
             if rec[COUNTER] == index and rec[COUNT] > 0 and _reaches(graph, target, sink):
-                seen: Any = oracle.count_seen.get((label, rec[KEY]))
+                seen: Any = group.get(rec[KEY])
                 if seen is not None and rec[COUNT] < len(seen):
                     seen[rec[COUNT]] = 0  # still to be committed by this run

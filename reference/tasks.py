@@ -110,6 +110,38 @@ class Task:
             if (len(cur) + 1) * p.record_bytes > sp.buffer_size:
                 self.finish_buffer(sp)
 
+    def bind_emit(self) -> None:
+        """Called whenever a result partition is added: with exactly one non-broadcast partition
+        (most tasks), ``emit`` becomes a closure over that partition, the same steps as ``Task.emit``
+        without the loop and attribute lookups (it runs once per record per hop)."""
+        parts = self.partitions
+        if len(parts) != 1 or parts[0].broadcast:
+            self.__dict__.pop("emit", None)
+            return
+        p, task = parts[0], self
+        sps, routes, select, rb, finish = p.subpartitions, p.key_routes, p.selector.select, p.record_bytes, self.finish_buffer
+
+        def emit(rec: tuple) -> None:
+            if routes is None:
+                sp = sps[select(rec[KEY])]
+            else:
+                key = rec[KEY]
+                i = routes.get(key)
+                if i is None:
+                    i = routes[key] = select(key)
+                sp = sps[i]
+            cur = sp.current
+            if cur is None:
+                cur = sp.current = []
+                p.in_use += 1
+                if p.pool - p.in_use < p.need:
+                    task.out_blocked = True
+            cur.append(rec)
+            if (len(cur) + 1) * rb > sp.buffer_size:
+                finish(sp)
+
+        self.emit = emit  # type: ignore[method-assign]
+
     def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: tuple) -> None:
         cur = sp.current
         if cur is None:
@@ -139,12 +171,8 @@ class Task:
                 self.finish_buffer(sp)
 
     def has_unflushed(self) -> bool:
-        for p in self.partitions:
-            if p.in_use:  # a non-empty current buffer holds one of the partition's buffers
-                for sp in p.subpartitions:
-                    if sp.current:
-                        return True
-        return False
+        # A non-empty current buffer holds one of its partition's buffers, hence the in_use test first.
+        return any(p.in_use and any_current(p.subpartitions) for p in self.partitions)
 
     # ------------------------------------------------------------------ input
     def readable(self, ch: InputChannel) -> bool:
@@ -182,12 +210,10 @@ class Task:
         n = len(recs)
         stop = n if limit is None else min(n, i + limit)
         self.lineage = buf.origin if buf.origin >= 0 else ch.producer
-        apply = self.op.apply
         start = i
         self.output_available()
-        while i < stop and not self.out_blocked:
-            apply(recs[i], ch)
-            i += 1
+        if not self.out_blocked:
+            i = self.op.apply_many(recs, i, stop, ch)
         ch.processed += i - start
         if ch.sender is not None and ch.sender.trace is not None and i > start:
             ch.sender.trace.append(("process", i - start))
@@ -316,3 +342,12 @@ class Task:
 
 def is_event(item: Any) -> bool:
     return isinstance(item, Barrier | EndOfPartition | EndOfChannelState)
+
+
+def any_current(subpartitions: list[OutputSubpartition]) -> bool:
+    """Whether a subpartition has a buffer being filled. A loop, not any() over a generator: the
+    engine asks this of every task at every step."""
+    for sp in subpartitions:  # noqa: SIM110
+        if sp.current:
+            return True
+    return False
