@@ -180,7 +180,7 @@ class Engine:
                             avail = t.output_available()
                         if not avail:
                             continue
-                    append((w, do_process, (t, ch)))
+                    append((w, do_process, ch))
             for p in t.partitions:  # Task.has_unflushed
                 if p.in_use and any_current(p.subpartitions):
                     append((flush_weight, self._do_flush, t))
@@ -217,8 +217,8 @@ class Engine:
         if src.exhausted():  # type: ignore[attr-defined]
             t.finish()
 
-    def _do_process(self, arg: tuple[Task, Any]) -> None:
-        t, ch = arg
+    def _do_process(self, ch: Any) -> None:
+        t = ch.task
         budget = self.scenario.schedule.records_per_action
         if budget is None:
             t.process(ch)
