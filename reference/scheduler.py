@@ -7,7 +7,9 @@ test drive, and shrink, the schedule itself.
 from __future__ import annotations
 
 import random
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from itertools import accumulate
 from typing import Protocol
 
 
@@ -29,13 +31,9 @@ class SeededChooser:
         n = len(weights)
         if n == 1:
             return 0
-        total = sum(weights)
-        r = self._rng.randrange(total)
-        for i, w in enumerate(weights):
-            r -= w
-            if r < 0:
-                return i
-        return n - 1
+        cumulative = list(accumulate(weights))
+        # The first index whose cumulative weight exceeds r: the weighted pick, in C.
+        return bisect_right(cumulative, self._rng.randrange(cumulative[-1]))
 
 
 class ExternalChooser:
