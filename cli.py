@@ -664,8 +664,7 @@ def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> 
     from reference.fuzz import verdict_of_seed
     from spark_validation.session import get_session
 
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    spark = get_session(master)
+    spark = get_session(master)  # its Python workers run this interpreter (spark_validation.session)
     rdd = spark.sparkContext.parallelize(seeds, max(1, min(len(seeds), 64)))
     verdicts = rdd.map(ft.partial(verdict_of_seed, mutants=mutants)).collect()
     return sorted(verdicts, key=lambda v: v["seed"])
@@ -837,9 +836,12 @@ def verify(
     with err.status("validating the example logs with Spark …"):
         for name, result in run_dirs:
             rep = spark_validation.validate(run_dir=result.run_dir, master=master)
-            agree &= rep.ok == result.exactly_once.ok
+            eo = result.exactly_once
+            # The same verdict and the same figures (one definition of each, DESIGN "EXACTLY_ONCE").
+            agree &= rep.ok == eo.ok and (rep.lost, rep.duplicated, rep.phantom, rep.count_gaps) == (
+                eo.lost, eo.duplicated, eo.phantom, eo.count_gaps)
             report.setdefault("spark", {})[name] = rep.to_json()
-    rows.append(["spark validation", f"{len(run_dirs)} run(s); verdicts {'agree' if agree else 'DISAGREE'} with the engine",
+    rows.append(["spark validation", f"{len(run_dirs)} run(s); verdicts and figures {'agree' if agree else 'DISAGREE'} with the engine",
                  "ok" if agree else "FAIL"])
     failed |= not agree
 

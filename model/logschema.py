@@ -87,7 +87,7 @@ CHECK_COLUMNS: Final[dict[str, tuple[str, ...]]] = {
     "phantom": (),
     "count_gaps": ("key", "count"),
     "reordered": ("key", "split", "offset", "commit_seq"),
-    "double_commit": ("txn", "sink_subtask", "commit_seq"),
+    "double_commits": ("txn", "sink_subtask", "commit_seq"),
 }
 
 

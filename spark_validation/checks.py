@@ -189,11 +189,7 @@ def _missing(columns: Sequence[str], needed: Sequence[str]) -> list[str]:
 
 def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
     """Build (without running) the one job that computes every check that the columns allow."""
-    needs = {
-        "count_gaps": logschema.CHECK_COLUMNS["count_gaps"],
-        "reordered": logschema.CHECK_COLUMNS["reordered"],
-        "double_commits": logschema.CHECK_COLUMNS["double_commit"],
-    }
+    needs = {name: logschema.CHECK_COLUMNS[name] for name in ("count_gaps", "reordered", "double_commits")}
     builders = {"count_gaps": count_branch, "reordered": order_branch, "double_commits": txn_branch}
     records = Observation("records")
     branches = [rid_branch(inp, out, records)]

@@ -6,7 +6,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-# Check names, in the order reports list them. ``double_commits`` is logschema's "double_commit".
+# Check names, in the order reports list them (the keys of logschema.CHECK_COLUMNS).
 CHECKS: tuple[str, ...] = ("lost", "duplicated", "phantom", "count_gaps", "reordered", "double_commits")
 
 # What each count means, for people reading a report.

@@ -16,6 +16,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -152,6 +153,9 @@ def build_session(
     find_java()
     from pyspark.sql import SparkSession
 
+    # Python workers (seed campaigns run the engine as Spark tasks) use this interpreter unless the
+    # user chose one: the context fixes it at start, and a later caller reuses this session.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     mem = driver_memory or default_driver_memory()
     builder = (
         SparkSession.builder.appName(app_name)
