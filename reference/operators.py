@@ -6,6 +6,7 @@ split it: keyed state is stored per key group; operator (list) state is a list o
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from model.keygroups import assign_to_key_group, key_group_range
@@ -108,32 +109,44 @@ class KeyedOperator(Operator):
         return kg
 
     def check(self, rec: tuple, ch: InputChannel) -> int:
-        """OWNERSHIP and ORDER of one record; returns its key group (every keyed record passes here,
-        so the key-group cache and range test are written out rather than called)."""
-        key = rec[KEY]
-        kg = self.kg_cache.get(key)
-        if kg is None:
-            kg = self.kg_cache[key] = assign_to_key_group(key, self.max_parallelism)
-        if not self.range.start <= kg <= self.range.end:
-            raise InvariantViolation(
-                "OWNERSHIP",
-                f"{self.task.sid} received key {key} (key group {kg}) outside its range "
-                f"[{self.range.start}, {self.range.end}] (rid {rec[RID]})",
-            )
-        if ch.edge in self.check_order_edges:
-            lineage = (key, rec[SPLIT], ch.edge, self.task.lineage)
-            order = self.order.get(kg)
-            if order is None:
-                order = self.order[kg] = {}
-            last = order.get(lineage, -1)
-            if rec[OFFSET] <= last:
+        """OWNERSHIP and ORDER of one record; returns its key group."""
+        for _, kg in self.checked([rec], 0, 1, ch):
+            return kg
+        raise AssertionError("unreachable: checked() yields every record or raises")
+
+    def checked(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> Iterator[tuple[tuple, int]]:
+        """Yield ``(record, key group)`` for ``recs[i:stop]``, each after its OWNERSHIP and ORDER
+        checks. Lazily: a caller that stops early (its output is full) leaves the rest unchecked.
+        Every keyed record passes here, so what is fixed for the buffer (its channel's edge and
+        lineage) is looked up once."""
+        kg_cache, lo, hi, mp = self.kg_cache, self.range.start, self.range.end, self.max_parallelism
+        ordered = ch.edge in self.check_order_edges
+        edge, producer, order_state = ch.edge, self.task.lineage, self.order
+        for j in range(i, stop):
+            rec = recs[j]
+            key = rec[KEY]
+            kg = kg_cache.get(key)
+            if kg is None:
+                kg = kg_cache[key] = assign_to_key_group(key, mp)
+            if not lo <= kg <= hi:
                 raise InvariantViolation(
-                    "ORDER",
-                    f"{self.task.sid} got offset {rec[OFFSET]} of key {key}, split {rec[SPLIT]} "
-                    f"after offset {last} (rid {rec[RID]}, edge {ch.edge}, producer {self.task.lineage})",
+                    "OWNERSHIP",
+                    f"{self.task.sid} received key {key} (key group {kg}) outside its range [{lo}, {hi}] (rid {rec[RID]})",
                 )
-            order[lineage] = rec[OFFSET]
-        return kg
+            if ordered:
+                lineage = (key, rec[SPLIT], edge, producer)
+                order = order_state.get(kg)
+                if order is None:
+                    order = order_state[kg] = {}
+                last = order.get(lineage, -1)
+                if rec[OFFSET] <= last:
+                    raise InvariantViolation(
+                        "ORDER",
+                        f"{self.task.sid} got offset {rec[OFFSET]} of key {key}, split {rec[SPLIT]} "
+                        f"after offset {last} (rid {rec[RID]}, edge {edge}, producer {producer})",
+                    )
+                order[lineage] = rec[OFFSET]
+            yield rec, kg
 
     def snapshot(self) -> dict[str, Any]:
         return {
@@ -158,11 +171,11 @@ class KeyedCountOperator(KeyedOperator):
         self.apply_many([rec], 0, 1, ch)
 
     def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
-        task, check, counts, counter = self.task, self.check, self.counts, self.counter_index
+        task, counts, counter = self.task, self.counts, self.counter_index
         emit = task.emit
-        while i < stop and not task.out_blocked:
-            rec = recs[i]
-            kg = check(rec, ch)
+        if task.out_blocked:
+            return i
+        for rec, kg in self.checked(recs, i, stop, ch):
             key = rec[KEY]
             m = counts.get(kg)
             if m is None:
@@ -171,6 +184,8 @@ class KeyedCountOperator(KeyedOperator):
             m[key] = c
             emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, counter))
             i += 1
+            if task.out_blocked:
+                break  # the generator checked no record beyond this one
         return i
 
 
