@@ -12,6 +12,9 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
+from model.execution import ExecutionGraph
+from model.graph import JobGraph
+
 T = TypeVar("T")
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
@@ -141,17 +144,31 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
            "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
            "max_steps": 200_000}
+    if not storage and d.integer(0, 3) == 3:
+        # Now and then checkpoints that expire (drawn last, so every other draw of a seed is kept):
+        # the barriers of an aborted checkpoint still travel, and must not disturb the next one.
+        ck["checkpoint_timeout"] = _expiry(d, interval, graph)
     if storage:
         # On-disk incremental checkpoints, several retained, and checkpoints that expire or are
         # subsumed now and then, so shared files are reused across checkpoints and aborts happen.
         ck["incremental"] = True
         ck["retained"] = d.integer(1, 3)
-        # Expiry well above the interval: checkpoints that keep expiring under aligned
-        # backpressure (with tiny buffers) starve the job, as they would starve a Flink job.
-        ck["checkpoint_timeout"] = d.integer(2 * interval, 8 * interval)
+        ck["checkpoint_timeout"] = _expiry(d, interval, graph)
         # Nothing inlined into _metadata, so keyed state lands in shared files that checkpoints reuse.
         out["storage"] = {"incremental": True, "inline_threshold": 0}  # the directory: whoever runs it
     return out
+
+
+def _expiry(d: Draw, interval: int, graph: dict[str, Any]) -> int:
+    """A checkpoint timeout of 2-8 intervals, and at least 4 steps per channel of the job.
+
+    One step is one action anywhere in the job, so a barrier needs on the order of a step per
+    channel to cross the job. Checkpoints that expire faster than that leave the barriers of aborted
+    checkpoints queued faster than they drain, and the job starves (a Flink job handles such an
+    event in microseconds, far below any checkpoint timeout, so this would be the model's artefact).
+    """
+    channels = len(ExecutionGraph(JobGraph.from_json(graph)).channels)
+    return max(d.integer(2 * interval, 8 * interval), 4 * channels)
 
 
 def _rescalable(graph: dict[str, Any]) -> list[str]:
