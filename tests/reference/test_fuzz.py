@@ -57,13 +57,13 @@ def test_fuzz_cli_reports_and_writes_a_counterexample(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_spark_campaign_gives_the_in_process_verdicts() -> None:
-    import cli
+    from commands.fuzz import _spark_verdicts
 
     seeds = list(range(12))
     local = seed_campaign(seeds).verdicts
-    distributed = cli._spark_verdicts(seeds, (), "local[2]")
+    distributed = _spark_verdicts(seeds, (), "local[2]")
     assert [(v["seed"], v["ok"]) for v in distributed] == [(v["seed"], v["ok"]) for v in local]
     killed_local = seed_campaign(seeds, mutants=("no-output-state",)).verdicts
-    killed_spark = cli._spark_verdicts(seeds, ("no-output-state",), "local[2]")
+    killed_spark = _spark_verdicts(seeds, ("no-output-state",), "local[2]")
     assert [v["ok"] for v in killed_spark] == [v["ok"] for v in killed_local]
     assert not all(v["ok"] for v in killed_spark)

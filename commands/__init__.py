@@ -1,0 +1,1 @@
+"""The command groups of ``cli``: one module per group; each registers its commands on ``cli.app``."""

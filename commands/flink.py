@@ -1,0 +1,147 @@
+"""Real Flink: flink run, flink compare."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.table import Table
+
+from cli import app, err, out, table, user_errors, write_json
+from commands.simulate import _parse_assignments
+
+flink_app = typer.Typer(help="Run job graphs on a real Flink MiniCluster (needs the flink extra).", no_args_is_help=True)
+app.add_typer(flink_app, name="flink")
+
+
+def _flink_options(mode: str, fail_after: int | None, rescale: list[str] | None, records: int | None, interval: int,
+                   slow: str | None, delay: float, no_restart: bool, incremental: bool, retained: int,
+                   checkpoint_dir: Path | None, job_id: str | None) -> Any:
+    import flink_bridge
+
+    flink_bridge.require_flink()  # one sentence and exit 2 without the extra, before any other work
+    return flink_bridge.RunOptions(
+        mode=mode, interval_ms=interval, fail_after=fail_after, restart=not no_restart,
+        rescale=_parse_assignments(rescale, "--rescale"), records=records, slow=slow, delay_ms=delay,
+        retained=retained, incremental=incremental, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
+        job_id=job_id)
+
+
+def _flink_progress(message: str) -> None:
+    err.print(f"[dim]flink:[/] {message}", highlight=False)
+
+
+def _flink_run_table(outcome: Any) -> Table:
+    s = outcome.summary
+    eo = s["exactly_once"]
+    rows: list[list[Any]] = []
+    for j in outcome.run.jobs:
+        par = ", ".join(f"{v.id}={v.parallelism}" for v in j.graph.vertices)
+        rows.append([f"job {j.index}", f"{j.job_id} ({j.stats.state if j.stats else '?'}; {par})"])
+    rows += [
+        ["checkpoints completed / aborted", f"{s['checkpoints_completed']} / {s['checkpoints_aborted']}"],
+        ["unaligned checkpoints", s["unaligned_checkpoints"]],
+        ["in-flight bytes met / persisted", f"{s['inflight_bytes']} / {s['persisted_bytes']}"],
+        ["alignment (ms, slowest subtask, summed)", s["alignment_ms"]],
+        ["failure", f"{s['failure']['vertex_subtask']} after checkpoint {s['failure']['after_checkpoint']}" if s["failure"] else "none"],
+        ["restores", "; ".join(f"checkpoint {r['checkpoint']}" + (" (rescaled)" if r["rescaled"] else "") for r in s["restores"]) or "none"],
+        ["committed output rows", s["output_rows"]],
+        ["EXACTLY_ONCE (engine oracle)", "not judged: the job was left failed (--no-restart), its output is a prefix"
+         if not s["complete"] else "holds" if eo["ok"] else
+         f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
+    ]
+    return table(f"flink run: {outcome.run.graph.name} ({s['mode']}), {s['seconds']:.1f} s", ["", "value"], rows)
+
+
+@flink_app.command("run")
+@user_errors
+def flink_run(
+    graph: Path = typer.Argument(..., help="Job graph JSON file."),
+    out_dir: Path = typer.Option(..., "--out", help="Run directory to write (recovery logs and Flink's state)."),
+    mode: str = typer.Option("unaligned", "--mode", help="unaligned, aligned or aligned_timeout."),
+    fail_after: int = typer.Option(None, "--fail-after-checkpoint", help="Inject one failure once checkpoint N completed."),
+    rescale: list[str] = typer.Option(None, "--rescale", help="VERTEX=P: restore after the failure at this parallelism (repeatable)."),
+    records: int = typer.Option(None, "--records", min=1, help="Records per source (overrides the graph)."),
+    interval: int = typer.Option(200, "--interval-ms", min=10, help="Checkpoint interval in milliseconds."),
+    slow: str = typer.Option(None, "--slow", help="Vertex slowed down to build backpressure (default: last keyed_count, else the sink)."),
+    delay: float = typer.Option(2.0, "--delay-ms", min=0.0, help="Delay per record at the slow vertex."),
+    no_restart: bool = typer.Option(False, "--no-restart", help="Let the failed job stay failed (its checkpoints retained)."),
+    incremental: bool = typer.Option(False, "--incremental", help="RocksDB incremental checkpoints (files in shared/)."),
+    retained: int = typer.Option(3, "--retained", min=1, help="Checkpoints Flink retains."),
+    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Flink checkpoint directory (default: RUN_DIR/flink/checkpoints)."),
+    job_id: str = typer.Option(None, "--job-id", help="Pin the job id (32 hex digits), hence <checkpoint-dir>/<job-id>/."),
+    json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
+) -> None:
+    """Run a job graph on a local Flink MiniCluster and write its recovery logs; `cutcheck validate` checks them.
+
+    Exit 0 when the committed output is exactly-once, 1 when it is not, 2 on bad input or without the flink extra.
+    """
+    import flink_bridge
+
+    opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
+                          checkpoint_dir, job_id)
+    outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress)
+    out.print(_flink_run_table(outcome))
+    if outcome.complete:
+        out.print(f"recovery logs: {outcome.run_dir}  (check them with: cutcheck validate {outcome.run_dir})")
+    else:
+        out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)")
+    write_json(json_path, outcome.summary)
+    raise typer.Exit(0 if outcome.exactly_once or not outcome.complete else 1)
+
+
+def _side_by_side(cmp: Any) -> list[Table]:
+    e, f = cmp.engine, cmp.flink
+
+    def verdict(eo: dict[str, Any]) -> str:
+        return "holds" if eo["ok"] else f"VIOLATED (lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']})"
+
+    rows = [
+        ["checkpoints completed", e.completed, f.completed],
+        ["checkpoints aborted", e.aborted, f.aborted],
+        ["unaligned checkpoints", "-", f.unaligned],
+        ["in-flight bytes (all completed checkpoints)", sum(b for _, b in e.inflight), sum(b for _, b in f.inflight)],
+        ["channel state persisted (bytes)", sum(b for _, b in e.persisted), sum(b for _, b in f.persisted)],
+        [f"alignment ({e.time_unit} / {f.time_unit})", sum(a for _, a in e.alignment), sum(a for _, a in f.alignment)],
+        ["restarts", e.restarts, f.restarts],
+        ["exactly-once", verdict(e.exactly_once), verdict(f.exactly_once)],
+    ]
+    title = f"flink compare: {cmp.graph} ({cmp.mode}); engine interval {cmp.engine_interval} steps"
+    summary = table(title, ["", "engine", "Flink"], rows)
+    def cells(side: Any, i: int) -> list[Any]:
+        if i >= len(side.inflight):
+            return ["", "", "", ""]
+        return [side.inflight[i][0], side.inflight[i][1], side.persisted[i][1], side.alignment[i][1]]
+
+    per = [[i + 1, *cells(e, i), *cells(f, i)] for i in range(max(len(e.inflight), len(f.inflight)))]
+    detail = table("per completed checkpoint (bytes; engine alignment in steps, Flink's in ms)",
+                   ["#", "engine id", "in-flight", "persisted", "alignment", "Flink id", "in-flight", "persisted",
+                    "alignment"], per)
+    return [summary, detail]
+
+
+@flink_app.command("compare")
+@user_errors
+def flink_compare(
+    graph: Path = typer.Argument(..., help="Job graph JSON file."),
+    mode: str = typer.Option("unaligned", "--mode", help="unaligned, aligned or aligned_timeout."),
+    fail_after: int = typer.Option(None, "--fail-after-checkpoint", help="Inject one failure once checkpoint N completed."),
+    rescale: list[str] = typer.Option(None, "--rescale", help="VERTEX=P: restore after the failure at this parallelism (repeatable)."),
+    records: int = typer.Option(None, "--records", min=1, help="Records per source (overrides the graph)."),
+    interval: int = typer.Option(200, "--interval-ms", min=10, help="Flink's checkpoint interval in milliseconds."),
+    out_dir: Path = typer.Option(None, "--out", help="Keep Flink's run directory here."),
+    json_path: Path = typer.Option(None, "--json", help="Write the comparison as JSON."),
+) -> None:
+    """Run a job graph on the reference engine and on real Flink; print checkpoints, in-flight bytes, alignment, verdicts.
+
+    Exit 0 when both are exactly-once, 1 when either is not, 2 on bad input or without the flink extra.
+    """
+    from flink_bridge.compare import compare
+
+    opts = _flink_options(mode, fail_after, rescale, records, interval, None, 2.0, False, False, 3, None, None)
+    cmp = compare(graph, opts, out_dir, progress=_flink_progress)
+    for t in _side_by_side(cmp):
+        out.print(t)
+    write_json(json_path, cmp.to_json())
+    raise typer.Exit(0 if cmp.engine.exactly_once["ok"] and cmp.flink.exactly_once["ok"] else 1)

@@ -1,0 +1,138 @@
+"""Running scenarios: simulate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from cli import app, out, show, table, user_errors, write_json
+from model.errors import CutcheckError
+
+
+def _parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
+    result: dict[str, int] = {}
+    for item in items or []:
+        name, sep, value = item.partition("=")
+        if not sep or not name or not value.isdigit() or int(value) < 1:
+            raise CutcheckError(f"{option} {item!r}: expected VERTEX=P with P a positive integer, e.g. {option} count=3.")
+        result[name] = int(value)
+    return result
+
+
+def _print_restore(r: dict[str, Any]) -> None:
+    """Per edge: in-flight records restored, where they moved (old producer→consumer ⇒ new), and
+    how many the rescaling filter dropped."""
+    rows = []
+    for key, d in sorted(r.get("edges", {}).items(), key=lambda kv: int(kv[0])):
+        moves = d.get("moves") or []
+        moved = "\n".join(moves) if moves else ("in place" if d["input_records"] + d["output_records"] else "")
+        rows.append([d.get("edge", f"#{key}"), d.get("mapper", "1:1"), d["input_records"], d["output_records"],
+                     d.get("filtered", 0), moved])
+    if not rows:
+        return
+    title = f"restore from checkpoint {r['checkpoint']}"
+    if r.get("rescaled"):
+        changes = ", ".join(f"{v} {old}→{new}" for v, (old, new) in sorted(r.get("parallelism", {}).items()))
+        title += f" (rescaled: {changes})"
+    show(title, ["edge", "mapper (input / output)", "input-state records", "output-state records",
+                  "dropped by filter", "moved (old producer→consumer ⇒ new): records"], rows)
+    if r.get("order_unchecked_edges"):
+        out.print("ORDER is no longer checked on edge(s) " + ", ".join(f"#{k}" for k in r["order_unchecked_edges"])
+                  + ": the rescale merged several old subtasks' in-flight slices of a split into one new subtask.",
+                  markup=False, highlight=False, soft_wrap=True)
+
+
+def _print_run(result: Any) -> None:
+    s = result.summary()
+    eo = s["exactly_once"]
+    rows = [
+        ["mode", s["mode"]],
+        ["steps", s["steps"]],
+        ["checkpoints completed", s["checkpoints_completed"]],
+        ["checkpoints aborted", s["checkpoints_aborted"]],
+        ["alignment steps", s["alignment_steps"]],
+        ["channel-state records (input / output)", f"{s['input_state_records']} / {s['output_state_records']}"],
+        ["restarts", s["restarts"]],
+        ["EXACTLY_ONCE", "holds" if eo["ok"] else
+         f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
+    ]
+    if "batch" in s:  # a batch job: regions instead of checkpoints (reference.batch)
+        b = s["batch"]
+        rows[0] = ["execution", f"batch: {b['regions']} regions on {b['workers']} workers, no checkpoints"]
+        rows[2:6] = [["failover strategy", b["failover_strategy"]], ["regions restarted", b["regions_restarted"]],
+                     ["records recomputed", b["records_recomputed"]],
+                     ["blocking partitions (persisted / bytes)", f"{b['partitions_persisted']} / {b['bytes_persisted']}"]]
+    if "debloat" in s:
+        d = s["debloat"]
+        rows.insert(-1, ["buffer debloating", f"{d['announcements']} announcements, buffer {d['buffer_size_now']} B now "
+                                              f"(min {d['min_buffer_size']}), estimated time to consume "
+                                              f"{d['estimated_time_to_consume_mean']} steps (max {d['estimated_time_to_consume_max']})"])
+    out.print(table(f"simulate (seed {s['seed']})", ["", "value"], rows))
+    for f in s.get("batch", {}).get("failovers", []):
+        out.print(f"failover at step {f['step']} ({f['target']}): restarted "
+                  + "; ".join("{" + ", ".join(r) + "}" for r in f["regions_restarted"])
+                  + f"; {f['records_recomputed']} records recomputed", highlight=False, markup=False)
+    for r in s["restores"]:
+        _print_restore(r)
+    for v in s["violations"]:
+        out.print(f"[bold red]{v['invariant']} violated[/] at step {v['step']}: {v['detail']}", highlight=False)
+    if result.run_dir:
+        out.print(f"recovery logs: {result.run_dir}")
+    if not result.ok:
+        out.print(f"replay: {result.replay}", highlight=False, markup=False)
+
+
+@app.command()
+@user_errors
+def simulate(
+    scenario: Path = typer.Argument(..., help="Scenario JSON file (DESIGN 'Scenarios')."),
+    out_dir: Path = typer.Option(None, "--out", help="Write the recovery logs (Parquet) to this run directory."),
+    seed: int = typer.Option(None, "--seed", help="Override the scenario's seed."),
+    mode: str = typer.Option(None, "--mode", help="Override the checkpoint mode: aligned, unaligned, aligned_timeout, at_least_once."),
+    mutant: list[str] = typer.Option(None, "--mutant", help="Switch on a named protocol fault (repeatable)."),
+    json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
+    rescale: list[str] = typer.Option(None, "--rescale", help="VERTEX=P: restore at this parallelism after the first failure (repeatable)."),
+    checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Write checkpoints to this directory (the scenario's storage.dir)."),
+    restore: Path = typer.Option(None, "--restore", help="Start from this chk-N or savepoint directory of an earlier run."),
+    restore_mode: str = typer.Option(None, "--restore-mode", help="claim or no_claim (default: the scenario's, else no_claim)."),
+    trace: bool = typer.Option(False, "--trace", help="Record every channel's protocol events (trace.jsonl in the run "
+                               "directory, for `cutcheck trace`) and validate them against the proved protocol."),
+) -> None:
+    """Run a scenario on the reference engine, write its recovery logs, and check every invariant.
+
+    A restore Flink would refuse (rescaling in-flight data of a pointwise, broadcast or custom edge)
+    ends the run with exit 2 and the reason."""
+    from reference import Scenario
+    from reference import simulate as run
+
+    scen = Scenario.from_json(scenario).with_overrides(seed=seed, mode=mode, mutants=tuple(mutant) if mutant else None)
+    if rescale:
+        parallelism = _parse_assignments(rescale, "--rescale")
+        if not scen.failures:
+            raise CutcheckError(f"{scenario}: --rescale applies to the restore after the first failure, but the scenario "
+                                "has no failures; add one under 'failures'.")
+        scen = scen.with_rescale(parallelism, on_failure=0, label="--rescale")
+    result = run(scen, out_dir=out_dir, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode,
+                 trace=trace)
+    if result.run_dir is None:
+        # Without --out the replay names the scenario file as given, with every override.
+        flags = [f"--seed {scen.seed}"] + ([f"--mode {mode}"] if mode else []) + [f"--mutant {m}" for m in mutant or []]
+        flags += [f"--rescale {r}" for r in rescale or []] + (["--trace"] if trace else [])
+        result.replay = f"cutcheck simulate {scenario} " + " ".join(flags)
+    _print_run(result)
+    rejected = []
+    if trace:
+        from reference.tracing import validate_run
+
+        rejected = validate_run(result.traces)
+        if scen.checkpoint.mode == "at_least_once":
+            rejected = [f for f in rejected if f.kind != "cut"]  # at-least-once promises no consistent cut
+        channels = sum(len(book) for book in result.traces)
+        out.print(f"trace validation: {channels} channel traces, "
+                  + ("all accepted by the protocol" if not rejected else f"{len(rejected)} rejected"))
+        for f in rejected[:5]:
+            out.print(f"  channel {f.key} event #{f.index} {f.event}: {f.reason}", markup=False, highlight=False)
+    write_json(json_path, result.summary())
+    raise typer.Exit(0 if result.ok and not rejected else 1)
