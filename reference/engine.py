@@ -13,12 +13,12 @@ from typing import Any
 
 from model.execution import ExecutionGraph
 from model.graph import JobGraph
-from reference.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
+from reference.arrival import deliver_head
 from reference.coordinator import Coordinator
 from reference.debloat import Debloating, current_buffer_size
 from reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
 from reference.mutations import Mutants
-from reference.network import Barrier, Buf, EndOfChannelState, EndOfPartition, OutputSubpartition
+from reference.network import Barrier, Buf, OutputSubpartition
 from reference.operators import InvariantViolation
 from reference.oracle import Oracle
 from reference.records import Expectations
@@ -139,9 +139,13 @@ class Engine:
         ``_can_transmit`` are inlined here; they remain the definitions (tests hold the two equal).
         """
         sched = self.scenario.schedule
-        # Every action weighs ``slowdown``; the slow vertex's processing weighs 1 under the
-        # backpressure policy; the output flusher weighs ``flush_weight`` (Flink flushes on a timer,
-        # rarely compared with record processing, so buffers usually leave full).
+        # Every action weighs ``slowdown``; the slow vertex's record processing (and producing) weighs
+        # 1 under the backpressure policy, while its event handling (barriers, end of partition,
+        # recovery events) does not: a Flink operator is slow in its user function, and the mailbox
+        # handles events between records (a slow barrier handler would also pile up the barriers of
+        # expired checkpoints faster than it drains them). The output flusher weighs ``flush_weight``
+        # (Flink flushes on a timer, rarely compared with record processing, so buffers usually
+        # leave full).
         fast = sched.slowdown
         slow = 1 if sched.policy == "backpressure" else fast
         slow_vertex = sched.slow
@@ -180,7 +184,9 @@ class Engine:
                             avail = t.output_available()
                         if not avail:
                             continue
-                    append((w, do_process, ch))
+                        append((w, do_process, ch))
+                    else:
+                        append((fast, do_process, ch))
             for p in t.partitions:  # Task.has_unflushed
                 if p.in_use and any_current(p.subpartitions):
                     append((flush_weight, self._do_flush, t))
@@ -291,59 +297,7 @@ class Engine:
                 return
 
     def _do_transmit(self, sp: OutputSubpartition) -> None:
-        head = sp.queue.popleft()
-        ch = sp.channel
-        if isinstance(head, Buf):
-            ch.gate.take_buffer(ch)
-            ch.queue.append(head)
-            sp.transmitted += len(head.recs)
-            sp.partition.in_use -= 1
-            if sp.trace is not None:
-                sp.trace.append(("transmit", len(head.recs)))
-            if ch.persisting is not None:
-                snap = ch.task.snapshots.get(ch.persisting)
-                if snap is not None:
-                    snap.input_state.setdefault(ch.task.channel_key(ch), []).append(Buf(head.recs, head.seq0, head.origin))
-        elif isinstance(head, Barrier):
-            if head.priority:
-                ch.priority.append(head)
-                ch.task.pending_priority += 1
-                ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-                stop_persisting_at(ch, head.cp)
-                if sp.trace is not None:
-                    sp.trace.append(("priority_arrival", head.cp))
-            else:
-                ch.queue.append(head)
-                if head.options != "at_least_once":
-                    sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
-                stop_persisting_at(ch, head.cp)
-                if sp.trace is not None:
-                    sp.trace.append(("transmit_barrier", head.cp))
-                if head.options == "timeoutable":
-                    snap = sp.task.snapshots.get(head.cp)
-                    if snap is not None:
-                        snap.outputs_pending -= 1
-                        self.maybe_acknowledge(sp.task, snap)
-        elif isinstance(head, EndOfChannelState):
-            ch.queue.append(head)
-            sp.blocked = True
-        elif isinstance(head, EndOfPartition):
-            ch.queue.append(head)
-            ch.eop_arrived = True
-            if sp.trace is not None:
-                sp.trace.close()  # end of partition is outside the channel protocol: recording stops
-            # An end of partition is the last thing on its channel: for an unaligned checkpoint
-            # that is collecting barriers, everything queued ahead of it is pre-barrier (already
-            # persisted) and the channel is done, as if its barrier had arrived.
-            t = ch.task
-            if isinstance(t.handler, CollectingBarriersUnaligned):
-                t.handler = t.handler.end_of_partition(t, ch)
-            elif isinstance(t.handler, WaitingForFirstBarrier) and all(c.eop_arrived or c.ended for c in t.channels):
-                # Every producer finished after the trigger without a barrier for us: we are now a
-                # task whose predecessors all finished, which Flink triggers directly (FLIP-147).
-                for cp, p in sorted(self.coordinator.pending.items()):
-                    if cp > t.last_cp and cp not in t.snapshots and all(b.cp != cp for b in t.direct_triggers):
-                        t.direct_triggers.append(Barrier(cp, p.kind, p.options, p.trigger_step))
+        deliver_head(self, sp)
 
     def _do_notify(self, note: tuple[Task, int]) -> None:
         self.notifications.remove(note)
@@ -475,11 +429,3 @@ class Engine:
 
         global_failover(self, target, failure_index)
 
-
-def stop_persisting_at(ch: Any, cp: int) -> None:
-    """A barrier of checkpoint ``cp`` reached the channel: what follows it is after the cut of ``cp``
-    and of any older checkpoint, so persisting for those ends. A stale barrier (of an aborted, older
-    checkpoint, still queued at the sender) must not end the persisting of a newer checkpoint: its
-    records still cross the cut (found by fuzzing with expiring checkpoints, CUT at seed 76)."""
-    if ch.persisting is not None and ch.persisting <= cp:
-        ch.persisting = None

@@ -18,6 +18,7 @@ from model.graph import JobGraph
 T = TypeVar("T")
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
+GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
 SINGLE_GATE_FAMILIES = (("forward", "rescale", "broadcast"), ("rebalance", "shuffle"), ("global",), ("custom",))
 ANY_INPUT = ("rebalance", "forward", "hash", "shuffle", "rescale", "global", "custom", "broadcast")
 MIDDLE_KINDS = ("map", "keyed_count", "filter", "union", "co_map", "broadcast_state")
@@ -148,6 +149,13 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         # Now and then checkpoints that expire (drawn last, so every other draw of a seed is kept):
         # the barriers of an aborted checkpoint still travel, and must not disturb the next one.
         ck["checkpoint_timeout"] = _expiry(d, interval, graph)
+    # Every generated job has a checkpoint timeout, as every Flink job has (10 minutes by default),
+    # far above what a checkpoint of these small jobs needs when it can complete at all. Some cannot:
+    # where an unaligned stage feeds a forced-aligned join that also waits on the unaligned stage's
+    # own (forced-aligned) producer, the join's alignment blocks the stage, the stage backpressures
+    # the producer, and the producer cannot reach its barrier. Flink ends such a checkpoint only by
+    # expiry, and so does the engine (a scenario's default timeout, 1,000,000 steps, outlasts the run).
+    ck.setdefault("checkpoint_timeout", GENERATED_CHECKPOINT_TIMEOUT)
     if storage:
         # On-disk incremental checkpoints, several retained, and checkpoints that expire or are
         # subsumed now and then, so shared files are reused across checkpoints and aborts happen.

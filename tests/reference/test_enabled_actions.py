@@ -49,7 +49,7 @@ def plain_scan(e: Any) -> list[tuple[int, str, Any]]:
                 head = ch.recovered[0] if ch.recovered else ch.queue[0]
                 if isinstance(head, Buf) and not t.output_available():
                     continue
-                acts.append((w, "_do_process", ch))
+                acts.append((w if isinstance(head, Buf) else fast, "_do_process", ch))
         if t.has_unflushed():
             acts.append((sched.flush_weight, "_do_flush", t))
     for sp in e.subpartitions:
