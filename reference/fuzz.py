@@ -33,8 +33,8 @@ KILL_SETTINGS: dict[str, dict[str, Any]] = {
     "partial-input-state": {"modes": ("unaligned",)},
     "early-checkpoint-in-recovery": {"modes": ("unaligned",)},
     "committer-drops-late": {"modes": ("aligned", "unaligned")},
-    "skip-stateless-reassignment": {"modes": ("unaligned",), "rescale": True},
-    "no-rescale-filter": {"modes": ("unaligned",), "rescale": True},
+    "skip-stateless-reassignment": {"modes": ("unaligned",), "rescale": "always"},
+    "no-rescale-filter": {"modes": ("unaligned",), "rescale": "always"},
     "discard-on-abort": {"modes": ("aligned",), "storage": True},
 }
 

@@ -111,9 +111,14 @@ def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_re
 
 
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
-                  max_parallelism: int = 4, rescale: bool = True, max_records: int = 200,
+                  max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool = False) -> dict[str, Any]:
-    """A scenario over a generated graph; failures hit while in-flight data is likely non-empty."""
+    """A scenario over a generated graph; failures hit while in-flight data is likely non-empty.
+
+    ``rescale``: False never rescales, True sometimes does, "always" makes at least one failure and
+    rescales on it whenever the graph has a vertex Flink would rescale (for hunting rescale bugs).
+    """
+    always = rescale == "always"
     graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records)
     mode = choice(d, modes)
     interval = d.integer(5, 60)
@@ -130,7 +135,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     if d.integer(0, 2) > 0:
         schedule = {"policy": "backpressure", "slow": choice(d, ids), "slowdown": d.integer(2, 40)}
     failures = []
-    for _ in range(d.integer(0, 2)):
+    for _ in range(d.integer(1 if always else 0, 2)):
         target = choice(d, ids)
         if d.integer(0, 1) == 0:
             failures.append({"after_checkpoint": d.integer(1, 4), "delay": d.integer(0, 20), "target": f"{target}[0]"})
@@ -139,7 +144,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     rescales = []
     if rescale and failures:
         movable = _rescalable(graph)
-        if movable and d.integer(0, 1):
+        if movable and (always or d.integer(0, 1)):
             vid = choice(d, movable)
             rescales.append({"on_failure": d.integer(0, len(failures) - 1), "parallelism": {vid: d.integer(1, max_parallelism)}})
     out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
