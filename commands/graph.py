@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -213,16 +212,9 @@ def _draw_png(job: Any, path: Path) -> None:
     ax.margins(0.15)
     ax.set_axis_off()
     fig.tight_layout()
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    try:
-        if path.parent and not path.parent.is_dir():
-            raise CutcheckError(f"{path}: the folder {path.parent} does not exist; create it or choose another path.")
-        fig.savefig(tmp, format="png")
-        os.replace(tmp, path)
-    except OSError as exc:
-        tmp.unlink(missing_ok=True)
-        raise CutcheckError(f"{path}: cannot write the picture ({exc.strerror or exc}); choose a writable path.") from None
+    from reference.picture import save_png
+
+    save_png(fig, path)
 
 
 @graph_app.command("validate")

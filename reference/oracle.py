@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from model.graph import JobGraph
-from reference.records import RID, Expectations, filter_keeps
+from reference.records import Expectations, filter_keeps
 
 
 @dataclass(slots=True)
@@ -53,39 +53,31 @@ class Oracle:
         sink = sink_subtask.rpartition("[")[0]
         counter, lane = self.labels[sink]
         counts, n = self.counts, len(self.counts)
-        if counter is None:
-            for rec in rows:
-                rid = rec[RID]
-                if 0 <= rid < n:
-                    c = counts[rid]
-                    if c < 255:
-                        counts[rid] = c + 1
-                else:
-                    self.phantoms.append(rid)
-        else:
-            # One pass over the rows for both tallies: commits are large and their rows cold in
-            # memory, so touching each row once is what this costs. (Fields by unpacking: see
-            # reference.records for the order rid, key, value, split, offset, count, counter.)
-            group = self.count_seen.setdefault(counter, {})
-            for rid, key, _value, _split, _offset, c, _counter in rows:
-                if 0 <= rid < n:
-                    k = counts[rid]
-                    if k < 255:
-                        counts[rid] = k + 1
-                else:
-                    self.phantoms.append(rid)
-                seen = group.get(key)
-                if seen is None:
-                    seen = group[key] = bytearray()
-                have = len(seen)
-                if c >= have:
-                    if c > have:
-                        seen.extend(bytes(c - have))
-                    seen.append(1)  # the usual case: a key's next count
-                else:
-                    if seen[c]:
-                        self.count_repeated.add((counter, key))
-                    seen[c] = 1
+        # One pass over the rows for both tallies: commits are large and their rows cold in memory,
+        # so touching each row once is what this costs. (Fields by unpacking, in the order of
+        # reference.records: rid, key, value, split, offset, count, counter.)
+        group = None if counter is None else self.count_seen.setdefault(counter, {})
+        for rid, key, _value, _split, _offset, c, _counter in rows:
+            if 0 <= rid < n:
+                k = counts[rid]
+                if k < 255:
+                    counts[rid] = k + 1
+            else:
+                self.phantoms.append(rid)
+            if group is None:
+                continue
+            seen = group.get(key)
+            if seen is None:
+                seen = group[key] = bytearray()
+            have = len(seen)
+            if c >= have:
+                if c > have:
+                    seen.extend(bytes(c - have))
+                seen.append(1)  # the usual case: a key's next count
+            else:
+                if seen[c]:
+                    self.count_repeated.add((counter, key))  # type: ignore[arg-type]
+                seen[c] = 1
         self.rows += len(rows)
         if self.logs is not None:
             self.logs.output(rows, sink_subtask, txn, checkpoint, attempt, seq, counter, lane)

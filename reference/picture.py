@@ -493,6 +493,12 @@ def draw_picture(pic: Picture, path: str | Path) -> None:
              "processed (consumer lane); a dot marks where a buffer processed in parts had its first part processed. "
              "Barrier: producer snapshot, sent in order, taken by the consumer (aligned), or snapshot to priority "
              "arrival (unaligned).", fontsize=7.5, color="#555555", va="bottom", wrap=True)
+    save_png(fig, path)
+
+
+def save_png(fig: Any, path: str | Path) -> None:
+    """Write a matplotlib figure as PNG: to a temporary name first, then renamed into place, so a
+    failed write never leaves half a picture; a bad path is one sentence (CutcheckError)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp")
     try:

@@ -86,29 +86,21 @@ class Task:
         return True
 
     def emit(self, rec: tuple) -> None:
+        """Write one record to every result partition (the general case: several partitions or a
+        broadcast one; a task with one plain partition emits through ``bind_emit``'s closure)."""
         for p in self.partitions:
             if p.broadcast:
                 for sp in p.subpartitions:
                     self._append(p, sp, rec)
                 continue
-            # _append inlined: this is the per-record hot path of every operator.
             routes = p.key_routes
             if routes is None:
-                sp = p.subpartitions[p.selector.select(rec[KEY])]
+                i = p.selector.select(rec[KEY])
             else:
                 i = routes.get(rec[KEY])
                 if i is None:
                     i = routes[rec[KEY]] = p.selector.select(rec[KEY])
-                sp = p.subpartitions[i]
-            cur = sp.current
-            if cur is None:
-                cur = sp.current = []
-                p.in_use += 1
-                if p.pool - p.in_use < p.need:
-                    self.out_blocked = True
-            cur.append(rec)
-            if (len(cur) + 1) * p.record_bytes > sp.buffer_size:
-                self.finish_buffer(sp)
+            self._append(p, p.subpartitions[i], rec)
 
     def bind_emit(self) -> None:
         """Called whenever a result partition is added: with exactly one non-broadcast partition
