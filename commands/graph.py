@@ -212,7 +212,7 @@ def _draw_png(job: Any, path: Path) -> None:
     ax.margins(0.15)
     ax.set_axis_off()
     fig.tight_layout()
-    from reference.picture import save_png
+    from reference.picture_draw import save_png
 
     save_png(fig, path)
 

@@ -16,7 +16,8 @@ from cli import app
 from reference import picture as pic_module
 from reference import simulate
 from reference.logs import arrow_schema
-from reference.picture import build_picture, draw_picture
+from reference.picture import build_picture
+from reference.picture_draw import draw_picture
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY_GRAPH = {
