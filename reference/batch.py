@@ -33,7 +33,8 @@ from model.execution import ExecutionGraph, SubtaskId
 from model.regions import failover_regions, pipelined_regions
 from reference.engine import Engine
 from reference.network import Buf, OutputSubpartition
-from reference.shuffle import BlockingReader, BlockingWriter, ResultPartitionID, ShuffleService
+from reference.shuffle import BlockingReader, BlockingWriter, ResultPartitionID
+from reference.shuffle_service import ShuffleService
 from reference.tasks import Task
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE

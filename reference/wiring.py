@@ -1,6 +1,6 @@
 """Builds the run-time objects (tasks, gates, partitions, channels) from the execution graph.
 
-The objects are made by the shuffle service (reference.shuffle, FLIP-31): for a streaming job, its
+The objects are made by the shuffle service (reference.shuffle_service, FLIP-31): for a streaming job, its
 pipelined environment creates partition writers (result partitions with their pools) and input
 gates (with credits) and connects them in memory.
 """
@@ -18,9 +18,9 @@ if TYPE_CHECKING:
 
 
 def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
-    """Deploy every subtask at once through the shuffle service (reference.shuffle): a streaming
+    """Deploy every subtask at once through the shuffle service (reference.shuffle_service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
-    from reference.shuffle import ShuffleService
+    from reference.shuffle_service import ShuffleService
 
     workers = engine.scenario.workers or max(engine.exec_graph.parallelism.values())
     dep = ShuffleService(engine, workers).deploy(engine.exec_graph.subtasks)

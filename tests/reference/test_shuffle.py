@@ -18,8 +18,8 @@ from reference.shuffle import (
     PartitionDescriptor,
     ProducerDescriptor,
     ResultPartitionID,
-    ShuffleService,
 )
+from reference.shuffle_service import ShuffleService
 from tests.reference.helpers import scenario, small_graph
 
 
