@@ -149,7 +149,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             rescales.append({"on_failure": d.integer(0, len(failures) - 1), "parallelism": {vid: d.integer(1, max_parallelism)}})
     out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
            "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
-           "max_steps": 200_000}
+           "max_steps": 1_000 * max_records}  # 200 000 at the default size; bigger jobs need longer
     if not storage and d.integer(0, 3) == 3:
         # Now and then checkpoints that expire (drawn last, so every other draw of a seed is kept):
         # the barriers of an aborted checkpoint still travel, and must not disturb the next one.
