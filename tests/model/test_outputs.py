@@ -1,0 +1,125 @@
+"""model.outputs: cutcheck replaces only what it wrote, and only when asked."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from model.outputs import (
+    OutputRefused,
+    check_output_dir,
+    check_output_file,
+    is_cutcheck_run_dir,
+    mark,
+    replace_dir,
+    staging_dir,
+)
+
+
+def _run_dir(path: Path) -> Path:
+    path.mkdir(parents=True)
+    (path / "run.json").write_text(json.dumps(mark({"seed": 1})))
+    (path / "data").write_text("old")
+    return path
+
+
+def test_a_new_path_is_accepted(tmp_path: Path) -> None:
+    assert check_output_dir(tmp_path / "new" / "run", force=False) == tmp_path / "new" / "run"
+
+
+@pytest.mark.parametrize("force", [False, True])
+def test_a_directory_cutcheck_did_not_write_is_refused_even_with_force(tmp_path: Path, force: bool) -> None:
+    d = tmp_path / "mine"
+    d.mkdir()
+    (d / "thesis.tex").write_text("years of work")
+    with pytest.raises(OutputRefused, match="not a run directory cutcheck wrote"):
+        check_output_dir(d, force=force)
+    # a run.json someone else wrote does not make it cutcheck's
+    (d / "run.json").write_text(json.dumps({"seed": 1}))
+    with pytest.raises(OutputRefused):
+        check_output_dir(d, force=force)
+
+
+def test_an_empty_directory_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(OutputRefused):
+        check_output_dir(tmp_path / "empty", force=True)
+
+
+def test_a_cutcheck_run_directory_needs_force(tmp_path: Path) -> None:
+    d = _run_dir(tmp_path / "run")
+    assert is_cutcheck_run_dir(d)
+    with pytest.raises(OutputRefused, match="--force"):
+        check_output_dir(d, force=False)
+    assert check_output_dir(d, force=True) == d
+
+
+def test_the_working_directory_and_its_parents_are_never_replaced(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    inner = _run_dir(tmp_path / "run") / "sub"
+    inner.mkdir()
+    monkeypatch.chdir(inner)
+    for target in (Path("."), Path(".."), tmp_path, Path("../..")):
+        with pytest.raises(OutputRefused, match="working directory"):
+            check_output_dir(target, force=True)
+
+
+def test_a_file_is_not_a_directory(tmp_path: Path) -> None:
+    f = tmp_path / "file"
+    f.write_text("x")
+    with pytest.raises(OutputRefused, match="a file of that name exists"):
+        check_output_dir(f, force=True)
+    with pytest.raises(OutputRefused, match="is a file, not a directory"):
+        check_output_dir(f / "run", force=False)
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere: permissions cannot be tested")
+def test_an_unwritable_parent_is_refused(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    with pytest.raises(OutputRefused, match="not writable"):
+        check_output_dir(locked / "run", force=False)
+
+
+def test_output_files(tmp_path: Path) -> None:
+    assert check_output_file(None) is None
+    with pytest.raises(OutputRefused, match="is a directory"):
+        check_output_file(tmp_path, option="--json")
+    theirs = tmp_path / "theirs.json"
+    theirs.write_text('{"a": 1}')
+    with pytest.raises(OutputRefused, match="cutcheck did not write it"):
+        check_output_file(theirs, option="--json")
+    ours = tmp_path / "ours.json"
+    ours.write_text(json.dumps(mark({"a": 1})))
+    assert check_output_file(ours) == ours
+    not_json = tmp_path / "notes.txt"
+    not_json.write_text("written_by cutcheck")
+    with pytest.raises(OutputRefused):
+        check_output_file(not_json)
+
+
+def test_staging_is_removed_on_failure_and_interruption(tmp_path: Path) -> None:
+    dest = tmp_path / "run"
+    for exc in (RuntimeError("boom"), KeyboardInterrupt()):
+        with pytest.raises(type(exc)), staging_dir(dest) as tmp:
+            (tmp / "half").write_text("x")
+            raise exc
+        assert sorted(p.name for p in tmp_path.iterdir()) == []
+
+
+def test_replace_dir_replaces_only_a_cutcheck_run_with_force(tmp_path: Path) -> None:
+    dest = _run_dir(tmp_path / "run")
+    with staging_dir(dest) as tmp:
+        (tmp / "run.json").write_text(json.dumps(mark({"seed": 2})))
+    with pytest.raises(OutputRefused):
+        replace_dir(tmp, dest, force=False)
+    assert (dest / "data").read_text() == "old"
+    assert not tmp.exists()
+    with staging_dir(dest) as tmp:
+        (tmp / "run.json").write_text(json.dumps(mark({"seed": 2})))
+    replace_dir(tmp, dest, force=True)
+    assert json.loads((dest / "run.json").read_text())["seed"] == 2
+    assert not (dest / "data").exists()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
