@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.table import Table
 
 from model.errors import CutcheckError
+from model.outputs import check_output_file, mark
 
 app = typer.Typer(
     name="cutcheck",
@@ -33,35 +34,77 @@ app.add_typer(graph_app, name="graph")
 out = Console()
 err = Console(stderr=True)
 
+try:  # Typer up to 0.2x runs on click; later releases carry their own copy of it
+    from click import ClickException
+    from click.exceptions import NoArgsIsHelpError
+except ImportError:  # pragma: no cover - depends on the installed Typer
+    from typer._click import ClickException  # type: ignore[no-redef]
+    from typer._click.exceptions import NoArgsIsHelpError  # type: ignore[no-redef]
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
+def _one_sentence(exc: BaseException) -> tuple[str, int] | None:
+    """The sentence and exit code for an error that is the user's or the machine's, not cutcheck's."""
+    if isinstance(exc, KeyboardInterrupt):
+        return "interrupted", 130
+    if isinstance(exc, CutcheckError):
+        return str(exc), 2
+    if isinstance(exc, MemoryError):
+        return ("out of memory; the input is larger than this machine can hold: make it smaller (fewer records, "
+                "lower parallelism) or run on a machine with more memory."), 2
+    if isinstance(exc, OSError):
+        where = exc.filename if exc.filename is not None else "the file system"
+        what = exc.strerror or type(exc).__name__
+        return f"{where}: {what}; check the path, its permissions and the free space, then run again.", 2
+    module = type(exc).__module__ or ""
+    if module.startswith(("py4j", "pyspark")):  # the JVM side of Spark: never a stack of Java frames
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:300]
+        return f"Spark failed: {first}; check Java 17 and the Spark settings (--master, --driver-memory).", 2
+    return None
+
+
 def user_errors(fn: F) -> F:
-    """Turn the project's errors into one sentence on stderr and exit 2, never a traceback."""
+    """The CLI's error boundary: the project's errors, operating-system errors, running out of memory,
+    Spark's failures and Ctrl-C each become one sentence on stderr (exit 2; 130 for Ctrl-C), never a
+    traceback. Output files named by ``--json``/``--png`` are checked before any work starts."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
+            check_output_file(kwargs.get("json_path"), option="--json")
+            check_output_file(kwargs.get("png"), option="--png")
             return fn(*args, **kwargs)
-        except CutcheckError as exc:
-            err.print(f"error: {exc}", markup=False, highlight=False, soft_wrap=True)  # one line, never folded
-            raise typer.Exit(2) from None
+        except (typer.Exit, typer.Abort, SystemExit):
+            raise
+        except BaseException as exc:  # noqa: BLE001 - the boundary: anything a user can cause ends here
+            said = _one_sentence(exc)
+            if said is None:
+                raise  # a bug in cutcheck: the traceback is what a bug report needs
+            message, code = said
+            err.print("interrupted" if code == 130 else f"error: {message}",
+                      markup=False, highlight=False, soft_wrap=True)  # one line, never folded
+            raise typer.Exit(code) from None
 
     return wrapper  # type: ignore[return-value]
 
 
-def write_json(path: Path | None, payload: Any) -> None:
-    """Write a machine-readable report atomically (write, then rename)."""
+def write_json(path: Path | None, payload: dict[str, Any]) -> None:
+    """Write a machine-readable report atomically (a temporary sibling, then rename), marked as
+    cutcheck's (``written_by``) so that a later run may overwrite it and nothing else."""
     if path is None:
         return
-    path = Path(path)
+    path = check_output_file(path, option="--json")
+    assert path is not None
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(path.name + ".tmp")
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=True, default=str) + "\n")
+        tmp.write_text(json.dumps(mark(payload), indent=2, sort_keys=True, default=str) + "\n")
         os.replace(tmp, path)
     except OSError as exc:
         raise CutcheckError(f"{path}: cannot write the JSON report ({exc.strerror}); choose a writable path.") from None
+    finally:
+        tmp.unlink(missing_ok=True)
 
 
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
@@ -94,7 +137,26 @@ from commands import graph, simulate, validate, fuzz, flink, storage, prove, tra
 
 
 def main() -> None:
-    app(prog_name="cutcheck")  # the same usage lines for `cutcheck ...` and `python cli.py ...`
+    """The console script: usage mistakes are one line too (click's own errors included), Ctrl-C is
+    "interrupted" with exit 130, and a closed pipe (`cutcheck ... | head`) ends quietly."""
+    try:
+        # standalone_mode=False: click's usage errors reach us instead of a framed, multi-line box
+        code = app(prog_name="cutcheck", standalone_mode=False)  # the same usage for `python cli.py`
+    except NoArgsIsHelpError as exc:
+        typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
+        code = 2
+    except ClickException as exc:
+        ctx = getattr(exc, "ctx", None)
+        hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
+        err.print(f"error: {exc.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)
+        code = exc.exit_code
+    except (KeyboardInterrupt, typer.Abort):  # Ctrl-C before a command's own boundary (importing, parsing)
+        err.print("interrupted", markup=False, highlight=False)
+        code = 130
+    except BrokenPipeError:  # the reader of our output left; say nothing more
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

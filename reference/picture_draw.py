@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import CutcheckError
+from model.outputs import WRITTEN_BY, check_output_file
 from reference.picture import (
     DATA,
     FAILURE,
@@ -127,14 +128,17 @@ def draw_picture(pic: Picture, path: str | Path) -> None:
 
 def save_png(fig: Any, path: str | Path) -> None:
     """Write a matplotlib figure as PNG: to a temporary name first, then renamed into place, so a
-    failed write never leaves half a picture; a bad path is one sentence (CutcheckError)."""
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
+    failed write never leaves half a picture; a bad path is one sentence (CutcheckError). The PNG
+    names cutcheck as its Software, which is how a later run knows it may overwrite the file and
+    that it may never overwrite any other."""
+    path = check_output_file(Path(path), option="--png") or Path(path)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     try:
         if not path.parent.is_dir():
             raise CutcheckError(f"{path}: the folder {path.parent} does not exist; create it or choose another path.")
-        fig.savefig(tmp, format="png")
+        fig.savefig(tmp, format="png", metadata={"Software": WRITTEN_BY})
         os.replace(tmp, path)
     except OSError as exc:
-        tmp.unlink(missing_ok=True)
         raise CutcheckError(f"{path}: cannot write the picture ({exc.strerror or exc}); choose a writable path.") from None
+    finally:
+        tmp.unlink(missing_ok=True)
