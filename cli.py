@@ -31,7 +31,9 @@ app = typer.Typer(
 graph_app = typer.Typer(help="Inspect and validate job graphs.", no_args_is_help=True)
 app.add_typer(graph_app, name="graph")
 
-out = Console()
+# Piped or redirected output is read by programs and people with wide windows: never cut it to 80
+# columns. On a terminal, table cells fold onto a second line rather than lose characters.
+out = Console() if sys.stdout.isatty() else Console(width=100_000)
 err = Console(stderr=True)
 
 try:  # Typer up to 0.2x runs on click; later releases carry their own copy of it
@@ -110,7 +112,7 @@ def write_json(path: Path | None, payload: dict[str, Any]) -> None:
 def table(title: str, columns: list[str], rows: list[list[Any]]) -> Table:
     t = Table(title=title, title_justify="left")
     for c in columns:
-        t.add_column(c)
+        t.add_column(c, overflow="fold")  # never "…": a cut name is a wrong name
     for r in rows:
         t.add_row(*[str(x) for x in r])
     return t
