@@ -44,8 +44,17 @@ def _load_graph(file: Path, parallelism: list[str] | None = None) -> Any:
     return job.with_parallelism(overrides) if overrides else job
 
 
+# Above this many rows a table merges rows (consecutive subtasks or regions alike) and a subtask
+# listing elides the middle of a vertex's index runs; --json always holds every entry.
+_MAX_ROWS = 200
+_MAX_RUNS = 16
+
+
 def _subtask_list(subtasks: list[Any]) -> str:
-    """``src[0-1], map[0,2]``: subtasks grouped by vertex, consecutive indexes as ranges."""
+    """``src[0-1], map[0,2]``: subtasks grouped by vertex, consecutive indexes as ranges.
+
+    A vertex with more than ``_MAX_RUNS`` runs shows its first and last runs around ``…``.
+    """
     groups: dict[str, list[int]] = {}
     for st in subtasks:
         groups.setdefault(st.vertex, []).append(st.index)
@@ -61,15 +70,64 @@ def _subtask_list(subtasks: list[Any]) -> str:
             runs.append(str(start) if start == prev else f"{start}-{prev}")
             if i is not None:
                 start = prev = i
+        if len(runs) > _MAX_RUNS:
+            runs = [*runs[: _MAX_RUNS - 4], "…", *runs[-3:]]
         parts.append(f"{vertex}[{','.join(runs)}]")
     return ", ".join(parts)
 
 
+def _merged_rows(rows: list[tuple[Any, list[Any]]]) -> list[list[Any]]:
+    """Rows ``(subtask, figures)``; above ``_MAX_ROWS``, consecutive subtasks of one vertex with
+    equal figures share one row labelled with their range (``src[0-4999]``)."""
+    if len(rows) <= _MAX_ROWS:
+        return [[str(st), *figures] for st, figures in rows]
+    merged: list[tuple[list[Any], list[Any]]] = []
+    for st, figures in rows:
+        if merged:
+            last, last_figures = merged[-1]
+            if last_figures == figures and last[-1].vertex == st.vertex and last[-1].index + 1 == st.index:
+                last.append(st)
+                continue
+        merged.append(([st], figures))
+    return _capped([[_subtask_list(sts), *figures] for sts, figures in merged])
+
+
+def _capped(rows: list[list[Any]]) -> list[list[Any]]:
+    """At most ``_MAX_ROWS`` rows; the last says how many more there are (``--json`` has them all)."""
+    if len(rows) <= _MAX_ROWS:
+        return rows
+    more = len(rows) - (_MAX_ROWS - 1)
+    return [*rows[: _MAX_ROWS - 1], [f"… {more} more rows (--json lists all)", *[""] * (len(rows[0]) - 1)]]
+
+
+def _region_rows(regions: list[list[Any]]) -> list[list[Any]]:
+    """One row per region; above ``_MAX_ROWS``, consecutive regions of the same size over the same
+    vertices share one row (``0-4999 | 2 each | src[0-4999], map[0-4999]``)."""
+    if len(regions) <= _MAX_ROWS:
+        return [[i, len(r), _subtask_list(r)] for i, r in enumerate(regions)]
+    groups: list[tuple[int, int, list[Any]]] = []  # first region, last region, their subtasks
+    shape = None
+    for i, region in enumerate(regions):
+        this = (len(region), tuple(dict.fromkeys(st.vertex for st in region)))
+        if groups and this == shape:
+            first, _, members = groups[-1]
+            members.extend(region)
+            groups[-1] = (first, i, members)
+        else:
+            groups.append((i, i, list(region)))
+        shape = this
+    return _capped([
+        [str(first) if first == last else f"{first}-{last}",
+         len(members) if first == last else f"{len(members) // (last - first + 1)} each", _subtask_list(members)]
+        for first, last, members in groups
+    ])
+
+
 def _edge_rows(job: Any) -> list[list[Any]]:
-    from model.execution import ExecutionGraph
+    from model.execution import edge_channels, edge_supports_unaligned
     from model.partitioning import connection_pattern
 
-    eg = ExecutionGraph(job)
+    p = {v.id: v.parallelism for v in job.vertices}
     return [
         [
             f"#{e.key} {e.source} -> {e.target}",
@@ -77,8 +135,8 @@ def _edge_rows(job: Any) -> list[list[Any]]:
             connection_pattern(e.partitioner),
             e.exchange,
             e.gate,
-            "yes" if eg.edge_supports_unaligned(e.key) else "no",
-            len(eg.channels_of_edge(e.key)),
+            "yes" if edge_supports_unaligned(job, e.key) else "no",
+            edge_channels(e, p[e.source], p[e.target]),  # a formula per job edge: no channel is built
         ]
         for e in job.edges
     ]
@@ -234,6 +292,8 @@ def graphshow(
     parallelism: list[str] | None = typer.Option(None, "--parallelism", "-p", help="VERTEX=P, repeatable."),
 ) -> None:
     """Summarise a job graph: vertices, edges, wiring, exchanges, gates and unaligned support."""
+    from model.execution import MAX_CHANNELS, channel_count
+
     job = _load_graph(file, parallelism)
     if png is not None:
         _draw_png(job, png)
@@ -250,6 +310,9 @@ def graphshow(
         ["edge", "partitioner", "pattern", "exchange", "gate", "unaligned", "channels"],
         _edge_rows(job),
     )
+    if (total := channel_count(job)) > MAX_CHANNELS:
+        out.print(f"{total} channels in all: more than the engine's budget of {MAX_CHANNELS}, so simulate refuses "
+                  "this job at these parallelisms.", markup=False, highlight=False, soft_wrap=True)
     if png is not None:
         out.print(f"wrote {png}", markup=False, highlight=False)
 
@@ -262,18 +325,19 @@ def graph_regions(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the regions as JSON here."),
 ) -> None:
     """List the pipelined regions (the units of region failover)."""
-    from model.execution import ExecutionGraph
-    from model.regions import pipelined_regions
+    from model.execution import subtasks_of
+    from model.regions import job_pipelined_regions
 
-    eg = ExecutionGraph(_load_graph(file, parallelism))
-    order = {st: i for i, st in enumerate(eg.subtasks)}
-    regions = [sorted(r, key=order.__getitem__) for r in pipelined_regions(eg)]
+    job = _load_graph(file, parallelism)
+    subtasks = subtasks_of(job)
+    order = {st: i for i, st in enumerate(subtasks)}
+    regions = [sorted(r, key=order.__getitem__) for r in job_pipelined_regions(job)]  # per job edge
     show(
-        f"{eg.job.name}: {len(regions)} pipelined region(s) over {len(eg.subtasks)} subtasks",
+        f"{job.name}: {len(regions)} pipelined region(s) over {len(subtasks)} subtasks",
         ["region", "size", "subtasks"],
-        [[i, len(r), _subtask_list(r)] for i, r in enumerate(regions)],
+        _region_rows(regions),
     )
-    write_json(json_path, {"job": eg.job.name, "regions": [[str(st) for st in r] for r in regions]})
+    write_json(json_path, {"job": job.name, "regions": [[str(st) for st in r] for r in regions]})
 
 
 @graph_app.command("inflight")
@@ -289,31 +353,31 @@ def graph_inflight(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the bound as JSON here."),
 ) -> None:
     """Worst-case in-flight bytes (FLIP-183) per result partition, per input gate, and in total."""
-    from model.execution import ExecutionGraph
-    from model.inflight import NetworkConfig, worst_case_inflight_bytes
+    from model.execution import channel_counts
+    from model.inflight import NetworkConfig, job_worst_case_inflight_bytes
 
     network = NetworkConfig(
         buffer_bytes=buffer_bytes, record_bytes=record_bytes, exclusive=exclusive, floating=floating, output_pool=output_pool
     )
-    eg = ExecutionGraph(_load_graph(file, parallelism))
-    bound = worst_case_inflight_bytes(eg, network)
-    job = eg.job
+    counts = channel_counts(_load_graph(file, parallelism))  # per job edge: no channel is built
+    bound = job_worst_case_inflight_bytes(counts, network)
+    job = counts.job
     show(
         f"{job.name}: result partitions (upstream)",
         ["producer", "edge", "subpartitions", "buffers", "bytes"],
-        [
-            [str(st), job.edge(e).describe(), len(eg.partitions[(st, e)]),
-             network.output_pool_size(len(eg.partitions[(st, e)])), nbytes]
+        _merged_rows([
+            (st, [job.edge(e).describe(), counts.partitions[(st, e)], network.output_pool_size(counts.partitions[(st, e)]),
+                  nbytes])
             for (st, e), nbytes in bound.partitions.items()
-        ],
+        ]),
     )
     show(
         f"{job.name}: input gates (downstream)",
         ["consumer", "gate", "channels", "buffers", "bytes"],
-        [
-            [str(st), g, len(eg.gates[(st, g)]), network.input_gate_buffers(len(eg.gates[(st, g)])), nbytes]
+        _merged_rows([
+            (st, [g, counts.gates[(st, g)], network.input_gate_buffers(counts.gates[(st, g)]), nbytes])
             for (st, g), nbytes in bound.gates.items()
-        ],
+        ]),
     )
     out.print(
         f"worst-case in-flight bytes: upstream {bound.upstream}, downstream {bound.downstream}, total {bound.total}",

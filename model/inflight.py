@@ -28,9 +28,10 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId
+from model.execution import ChannelCounts, ExecutionGraph, SubtaskId, channel_counts
+from model.graph import JobGraph
 
-__all__ = ["InflightBound", "NetworkConfig", "worst_case_inflight_bytes"]
+__all__ = ["InflightBound", "NetworkConfig", "job_worst_case_inflight_bytes", "worst_case_inflight_bytes"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,4 +122,18 @@ def worst_case_inflight_bytes(execution_graph: ExecutionGraph, network: NetworkC
         key: size * network.output_pool_size(len(channels)) for key, channels in execution_graph.partitions.items()
     }
     gates = {key: size * network.input_gate_buffers(len(channels)) for key, channels in execution_graph.gates.items()}
+    return InflightBound(partitions=partitions, gates=gates)
+
+
+def job_worst_case_inflight_bytes(job: JobGraph | ChannelCounts, network: NetworkConfig | None = None) -> InflightBound:
+    """:func:`worst_case_inflight_bytes` of ``ExecutionGraph(job)``, from channel counts per job edge.
+
+    The same keys, order and values, without building a channel; pass :func:`channel_counts` of
+    the job when you already have them.
+    """
+    counts = job if isinstance(job, ChannelCounts) else channel_counts(job)
+    network = network or NetworkConfig()
+    size = network.buffer_bytes
+    partitions = {key: size * network.output_pool_size(n) for key, n in counts.partitions.items()}
+    gates = {key: size * network.input_gate_buffers(n) for key, n in counts.gates.items()}
     return InflightBound(partitions=partitions, gates=gates)

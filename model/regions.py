@@ -11,6 +11,9 @@ Regions are computed in two steps, like ``SchedulingPipelinedRegionComputeUtil``
    blocking partition that a subtask of B consumes); every strongly connected component of that
    graph (a cycle of regions, FLINK-17330) merges into one region.
 
+:func:`job_pipelined_regions` computes the same regions per job edge, without building a channel,
+so it answers for any valid job (``graph regions`` uses it); the property tests hold the two equal.
+
 A *partition* is ``(producer SubtaskId, edge key)``, exactly the keys of
 :attr:`ExecutionGraph.partitions`. Failover (``RestartPipelinedRegionFailoverStrategy``) starts
 from the failed subtask's region and, breadth first over regions, adds the producer region of every
@@ -23,12 +26,14 @@ vertices still in CREATED state; the model restarts whole regions.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import networkx as nx
 
 from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId
+from model.execution import ExecutionGraph, SubtaskId, subtasks_of
+from model.graph import Edge, JobGraph
+from model.partitioning import connection_pattern, pointwise_wiring
 
 Partition = tuple[SubtaskId, int]
 Region = frozenset[SubtaskId]
@@ -38,6 +43,7 @@ __all__ = [
     "Region",
     "failover_regions",
     "failover_set",
+    "job_pipelined_regions",
     "pipelined_regions",
     "region_of",
 ]
@@ -75,6 +81,84 @@ def pipelined_regions(execution_graph: ExecutionGraph) -> list[Region]:
     merged = [frozenset().union(*(raw[i] for i in scc)) for scc in nx.strongly_connected_components(region_graph)]
     merged.sort(key=lambda region: min(position[st] for st in region))
     return merged
+
+
+def job_pipelined_regions(job: JobGraph, parallelism: Mapping[str, int] | None = None) -> list[Region]:
+    """:func:`pipelined_regions` of ``ExecutionGraph(job, parallelism)``, computed per job edge.
+
+    The same regions in the same order, without building a channel: step 1 is a union-find over
+    subtasks where an ALL_TO_ALL pipelined edge joins every subtask of both vertices (p_up + p_down
+    unions instead of p_up * p_down channels) and a POINTWISE one joins the pairs it wires; in step 2
+    an ALL_TO_ALL blocking edge enters the region graph through one hub node (every producer region
+    -> hub -> every consumer region), which keeps which regions reach which, and so the strongly
+    connected components, with p_up + p_down arcs instead of p_up * p_down.
+    """
+    if parallelism:
+        job = job.with_parallelism(parallelism)
+    subtasks = subtasks_of(job)
+    base: dict[str, int] = {}
+    for i, st in enumerate(subtasks):
+        base.setdefault(st.vertex, i)
+    width = {v.id: v.parallelism for v in job.vertices}
+    parent = list(range(len(subtasks)))
+
+    def find(x: int) -> int:
+        while parent[x] != x:
+            parent[x] = parent[parent[x]]
+            x = parent[x]
+        return x
+
+    def union(a: int, b: int) -> None:
+        ra, rb = find(a), find(b)
+        if ra != rb:
+            parent[max(ra, rb)] = min(ra, rb)
+
+    def wired(e: Edge) -> Iterator[tuple[int, int]]:
+        """Producer and consumer positions of a pointwise edge's channels."""
+        wiring = pointwise_wiring(width[e.source], width[e.target])
+        for d, producers in enumerate(wiring.producers_of):
+            for u in producers:
+                yield base[e.source] + u, base[e.target] + d
+
+    def span(vid: str) -> range:
+        return range(base[vid], base[vid] + width[vid])
+
+    blocking = [e for e in job.edges if e.exchange != "pipelined"]
+    for e in job.edges:
+        if e.exchange != "pipelined":
+            continue
+        if connection_pattern(e.partitioner) == "POINTWISE":
+            for a, b in wired(e):
+                union(a, b)
+        else:
+            for x in (*span(e.source), *span(e.target)):
+                union(base[e.source], x)
+
+    # Raw regions numbered by their first subtask (roots are the smallest position, see union).
+    raw_index: list[int] = []
+    first: dict[int, int] = {}
+    for i in range(len(subtasks)):
+        raw_index.append(first.setdefault(find(i), len(first)))
+    raw: list[list[int]] = [[] for _ in first]
+    for i, r in enumerate(raw_index):
+        raw[r].append(i)
+
+    region_graph = nx.DiGraph()
+    region_graph.add_nodes_from(range(len(raw)))
+    for e in blocking:
+        if connection_pattern(e.partitioner) == "POINTWISE":
+            region_graph.add_edges_from((raw_index[a], raw_index[b]) for a, b in wired(e))
+        else:
+            hub = ("hub", e.key)
+            region_graph.add_edges_from((raw_index[a], hub) for a in span(e.source))
+            region_graph.add_edges_from((hub, raw_index[b]) for b in span(e.target))
+    merged = []
+    for scc in nx.strongly_connected_components(region_graph):
+        members = sorted(i for r in scc if isinstance(r, int) for i in raw[r])
+        if members:
+            merged.append((members[0], frozenset(subtasks[i] for i in members)))
+    merged.sort(key=lambda item: item[0])
+    return [region for _, region in merged]
 
 
 def region_of(regions: Sequence[Region], subtask: SubtaskId) -> Region:

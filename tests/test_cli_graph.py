@@ -6,15 +6,19 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from strategies import job_graph_dicts
 from typer.testing import CliRunner
 
 from cli import app
-from model.execution import ExecutionGraph
+from model.execution import MAX_CHANNELS, ExecutionGraph
 from model.graph import JobGraph
 from model.inflight import NetworkConfig, worst_case_inflight_bytes
+from model.regions import pipelined_regions
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -268,3 +272,124 @@ def test_json_report_to_unwritable_path(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     assert_user_error(run("inflight", KEYED, "--json", str(blocker / "r.json")), "r.json")
+
+
+# ----------------------------------------------------------------------- large graphs: per job edge, summarised
+def write_job(path: Path, data: dict) -> str:
+    path.write_text(json.dumps(data))
+    return str(path)
+
+
+def pair_job(s: int, t: int, partitioner: str = "rebalance") -> dict:
+    return {"name": "big", "max_parallelism": 32768,
+            "vertices": [{"id": "src", "kind": "source", "parallelism": s, "records": 1},
+                         {"id": "sink", "kind": "sink", "parallelism": t}],
+            "edges": [{"from": "src", "to": "sink", "partitioner": partitioner}]}
+
+
+def test_5000_by_5000_all_to_all_answers(tmp_path: Path) -> None:
+    """25 million channels: answered per job edge (it used to run past two minutes at 6 GB)."""
+    big = write_job(tmp_path / "big.json", pair_job(5000, 5000))
+    shown = run("show", big).stdout.splitlines()
+    edges = [line for line in shown if line.startswith("│ #")]
+    assert len(edges) == 1 and "ALL_TO_ALL" in edges[0] and " 25000000 " in edges[0]
+    assert shown[-1] == (f"25000000 channels in all: more than the engine's budget of {MAX_CHANNELS}, so simulate "
+                         "refuses this job at these parallelisms.")
+    result = run("regions", big, "--json", str(tmp_path / "regions.json"))
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines()[0] == "big: 1 pipelined region(s) over 10000 subtasks"
+    assert region_rows(result.stdout) == [["0", "10000", "src[0-4999], sink[0-4999]"]]
+    assert len(json.loads((tmp_path / "regions.json").read_text())["regions"][0]) == 10_000
+    result = run("inflight", big, "--json", str(tmp_path / "inflight.json"))
+    assert result.exit_code == 0, result.stderr
+    buffers = 5000 * 2 + 8
+    assert region_rows(result.stdout) == [
+        ["src[0-4999]", "edge #0 (src -> sink)", "5000", str(buffers), str(buffers * 4096)],
+        ["sink[0-4999]", "0", "5000", str(buffers), str(buffers * 4096)],
+    ]
+    side = 5000 * buffers * 4096
+    assert result.stdout.strip().splitlines()[-1] == (
+        f"worst-case in-flight bytes: upstream {side}, downstream {side}, total {2 * side}"
+    )
+    data = json.loads((tmp_path / "inflight.json").read_text())
+    assert len(data["partitions"]) == len(data["gates"]) == 5000 and data["total"] == 2 * side
+
+
+def test_many_regions_share_rows(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "fwd.json", pair_job(300, 300, "forward"))
+    result = run("regions", job, "--json", str(tmp_path / "r.json"))
+    assert result.stdout.splitlines()[0] == "big: 300 pipelined region(s) over 600 subtasks"
+    assert region_rows(result.stdout) == [["0-299", "2 each", "src[0-299], sink[0-299]"]]
+    assert json.loads((tmp_path / "r.json").read_text())["regions"][7] == ["src[7]", "sink[7]"]
+    small = region_rows(run("regions", write_job(tmp_path / "f.json", pair_job(3, 3, "forward"))).stdout)
+    assert small == [["0", "2", "src[0], sink[0]"], ["1", "2", "src[1], sink[1]"], ["2", "2", "src[2], sink[2]"]]
+
+
+def test_inflight_rows_merge_only_above_the_limit(tmp_path: Path) -> None:
+    job = write_job(tmp_path / "up.json", pair_job(250, 500, "rescale"))  # each producer feeds 2 consumers
+    rows = region_rows(run("inflight", job).stdout)
+    assert rows == [["src[0-249]", "edge #0 (src -> sink)", "2", "12", str(12 * 4096)],
+                    ["sink[0-499]", "0", "1", "10", str(10 * 4096)]]
+    rows = region_rows(run("inflight", write_job(tmp_path / "m.json", pair_job(150, 300, "rescale"))).stdout)
+    assert len(rows) == 150 + 1 and rows[0][0] == "src[0]"  # each table on its own: 150 rows stay, 300 merge
+    assert rows[-1] == ["sink[0-299]", "0", "1", "10", str(10 * 4096)]
+    uneven = region_rows(run("inflight", write_job(tmp_path / "u.json", pair_job(3, 5, "rescale"))).stdout)
+    assert [r[:3] for r in uneven[:3]] == [["src[0]", "edge #0 (src -> sink)", "2"],
+                                           ["src[1]", "edge #0 (src -> sink)", "2"],
+                                           ["src[2]", "edge #0 (src -> sink)", "1"]]
+
+
+def test_subtask_list_elides_long_runs() -> None:
+    from commands.graph import _subtask_list
+    from model.execution import SubtaskId
+
+    assert _subtask_list([SubtaskId("m", i) for i in (0, 1, 3, 5, 6)]) == "m[0-1,3,5-6]"
+    text = _subtask_list([SubtaskId("m", i) for i in range(0, 100, 2)] + [SubtaskId("k", 0)])
+    assert text == "m[0,2,4,6,8,10,12,14,16,18,20,22,…,94,96,98], k[0]"
+
+
+@given(job_graph_dicts())
+def test_cli_figures_equal_the_per_channel_computation(graph: dict) -> None:
+    """What show, regions and inflight print (computed per job edge) is what ExecutionGraph says."""
+    job = JobGraph.from_json(graph)
+    eg = ExecutionGraph(job)
+    with tempfile.TemporaryDirectory() as tmp:
+        path = write_job(Path(tmp) / "g.json", graph)
+        shown = [line for line in run("show", path).stdout.splitlines() if line.startswith("│ #")]
+        assert [int(line.strip("│").split("│")[-1]) for line in shown] == [len(eg.channels_of_edge(e.key)) for e in job.edges]
+        assert "budget" not in run("show", path).stdout
+        assert run("regions", path, "--json", f"{tmp}/r.json").exit_code == 0
+        order = {s: i for i, s in enumerate(eg.subtasks)}
+        expected = [[str(s) for s in sorted(r, key=order.__getitem__)] for r in pipelined_regions(eg)]
+        assert json.loads(Path(f"{tmp}/r.json").read_text())["regions"] == expected
+        result = run("inflight", path, "--exclusive", "3", "--json", f"{tmp}/i.json")
+        bound = worst_case_inflight_bytes(eg, NetworkConfig(exclusive=3))
+        data = json.loads(Path(f"{tmp}/i.json").read_text())
+        assert data["partitions"] == [{"producer": str(s), "edge": e, "bytes": b} for (s, e), b in bound.partitions.items()]
+        assert data["gates"] == [{"consumer": str(s), "gate": g, "bytes": b} for (s, g), b in bound.gates.items()]
+        rows = region_rows(result.stdout)
+        assert rows[: len(eg.partitions)] == [
+            [str(s), job.edge(e).describe(), str(len(chs)), str(3 * len(chs) + 8), str(bound.partitions[(s, e)])]
+            for (s, e), chs in eg.partitions.items()
+        ]
+
+
+def test_irregular_listings_are_capped(tmp_path: Path) -> None:
+    """src[2i..] pairs alternate between 1 and 2 producers per map: rows cannot merge, so the table
+    stops at 200 rows and says how many more the JSON holds."""
+    graph = pair_job(1000, 600, "rescale")
+    graph["vertices"][1] = {"id": "map", "kind": "map", "parallelism": 600}
+    graph["vertices"].append({"id": "sink", "kind": "sink", "parallelism": 600})
+    graph["edges"] = [{"from": "src", "to": "map", "partitioner": "rescale"},
+                      {"from": "map", "to": "sink", "partitioner": "forward", "exchange": "blocking"}]
+    path = write_job(tmp_path / "irregular.json", graph)
+    result = run("regions", path, "--json", str(tmp_path / "r.json"))
+    rows = region_rows(result.stdout)
+    assert result.stdout.splitlines()[0] == "big: 1200 pipelined region(s) over 2200 subtasks"
+    assert len(rows) == 200 and rows[0] == ["0", "2", "src[0], map[0]"] and rows[-1][1:] == ["", ""]
+    hidden = int(rows[-1][0].split()[1])
+    assert rows[-1][0] == f"… {hidden} more rows (--json lists all)" and hidden > 100
+    assert len(json.loads((tmp_path / "r.json").read_text())["regions"]) == 1200
+    gates = region_rows(run("inflight", path).stdout)
+    assert gates[0] == ["src[0-999]", "edge #0 (src -> map)", "1", "10", str(10 * 4096)]
+    assert any(row[0].startswith("… ") for row in gates)
