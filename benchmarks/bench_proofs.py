@@ -1,4 +1,4 @@
-"""Run every proof of the registry; print one JSON line per proof (seconds, status, bound) and a total.
+"""Run every proof of the registry; print one JSON line per proof (seconds, status, label, bound) and a total.
 
     python benchmarks/bench_proofs.py            # all proofs
     python benchmarks/bench_proofs.py NAME ...   # some
@@ -24,7 +24,8 @@ def main(argv: list[str]) -> int:
     results = proofs.run(argv or None)
     for r in results:
         print(json.dumps({"figure": "proof", "name": r.name, "status": r.status, "expected": r.expected,
-                          "bound": r.bound, "seconds": round(r.seconds, 3)}))
+                          "label": r.label, "assumptions": list(r.assumptions), "bound": r.bound,
+                          "seconds": round(r.seconds, 3)}))
     total = time.perf_counter() - start
     bad = [r.name for r in results if not r.as_expected]
     print(json.dumps({"figure": "proofs_total", "proofs": len(results), "seconds": round(total, 3),

@@ -1,11 +1,13 @@
 """CUT for one channel: an inductive invariant over Z3 sequences, for every channel length.
 
-The transition system is ``model.protocol``'s rule table run on ``Z3Ops`` with one checkpoint slot;
-extra slots in the concrete checker only add guards (a projection), so the one-slot proof covers
-them. ``INVARIANT`` below is proved by induction (initiation, and consecution for every action),
-and it implies CUT for a completed checkpoint and for the latest completed one. Negative controls
-run the same table with a mutant: induction must fail, and bounded model checking from the initial
-state finds a concrete trace, which is replayed through ``model.trace`` to confirm it.
+The transition system is ``model.protocol``'s rule table run on ``Z3Ops``. The invariant
+(:func:`invariant`) is a conjunction of shared conjuncts and one block per checkpoint slot
+(:func:`slot_invariant`); it is proved by induction (initiation, a checkpoint slot opened in any
+state, and consecution for every action on every slot) and implies CUT for every completed
+checkpoint and for the latest completed one. ``check_induction(protocol, nslots)`` runs it with one
+slot (``cut-*``) or two concurrent ones (``proofs.concurrent``). Negative controls run the same
+table with a mutant: induction must fail, and a bounded search (``proofs.search``, restores
+included) finds a concrete trace, replayed through ``model.trace`` and confirmed as a Z3 path.
 """
 
 from __future__ import annotations
@@ -16,12 +18,26 @@ from typing import Any
 import z3
 
 from model.invariants import cut_holds
-from model.protocol import AT_D, INQ, NONE, OUT, PRIO, ChannelState, Params, Protocol, Slot
-from model.trace import ChannelChecker
+from model.protocol import (
+    AT_D,
+    INQ,
+    NONE,
+    OUT,
+    PRIO,
+    SLOT_EVENTS,
+    Action,
+    ChannelState,
+    Params,
+    Protocol,
+    Slot,
+    fresh_slot,
+)
 from proofs.registry import ProofResult, register
+from proofs.search import find_trace, render, z3_confirms
 from proofs.z3ops import Z3Ops, start_state, symbolic_params, symbolic_state
 
 Named = list[tuple[str, Any]]
+Split = list[tuple[Any, tuple[Any, ...]]]  # variables to case-split on, with their values
 
 
 def slot_invariant(o: Z3Ops, s: ChannelState, sl: Slot) -> Named:
@@ -89,9 +105,9 @@ def slot_invariant(o: Z3Ops, s: ChannelState, sl: Slot) -> Named:
     ]
 
 
-def invariant(o: Z3Ops, s: ChannelState) -> Named:
+def shared_invariant(o: Z3Ops, s: ChannelState) -> Named:
     lc = s.last
-    out: Named = [
+    return [
         (
             "channel conserves records: done + input queue + output queue = sent",
             o.concat(s.done, s.inq, s.out) == s.sent,
@@ -101,6 +117,10 @@ def invariant(o: Z3Ops, s: ChannelState) -> Named:
             o.implies(lc.valid, cut_holds(lc.pre, lc.istate, lc.ostate, lc.sent, ops=o)),
         ),
     ]
+
+
+def invariant(o: Z3Ops, s: ChannelState) -> Named:
+    out = shared_invariant(o, s)
     for sl in s.slots:
         out += slot_invariant(o, s, sl)
     return out
@@ -117,67 +137,130 @@ def cut_property(o: Z3Ops, s: ChannelState) -> Any:
     return o.and_(*conj)
 
 
-def check_induction(protocol: Protocol) -> tuple[str, str | None]:
-    """Initiation, consecution for every action, and invariant ⇒ CUT. Returns (status, why-not)."""
+def slot_split(sl: Slot, unal: Any = None) -> Split:
+    """Split on the barrier's location, the two snapshots and (for a snapshot) the barrier kind."""
+    split: Split = [(sl.loc, tuple(z3.IntVal(v) for v in (NONE, OUT, PRIO, INQ, AT_D)))]
+    split += [(v, (z3.BoolVal(False), z3.BoolVal(True))) for v in (sl.up, sl.down)]
+    return split + ([(unal, (z3.BoolVal(False), z3.BoolVal(True)))] if unal is not None else [])
+
+
+def is_slot_action(action: Action) -> bool:
+    """A rule on one checkpoint (it reads ``Params.i``), as opposed to one that moves data."""
+    return action.event is None or action.event in SLOT_EVENTS
+
+
+def check_induction(protocol: Protocol, nslots: int = 1) -> tuple[str, str | None]:
+    """Initiation, consecution for every action on every slot, and invariant ⇒ CUT, with ``nslots``
+    checkpoint slots. Returns (status, why-not): status "counterexample" only when Z3 found a
+    state satisfying the invariant that a step breaks (a counterexample to induction), "unknown"
+    when the solver gave up."""
     o = Z3Ops("i")
     init = start_state(o)
-    if not _valid(o, [], z3.And(*[f for _, f in invariant(o, init)])):
-        return "unknown", "initiation fails"
+    r = _check(o, [], z3.And(*[f for _, f in invariant(o, init)]))
+    if r != z3.unsat:
+        return _fail(r, "initiation fails", "initiation")
     o = Z3Ops("c")
-    s = symbolic_state(o, "s")
-    if not _valid(o, [f for _, f in invariant(o, s)], cut_property(o, s)):
-        return "unknown", "the invariant does not imply CUT"
+    s = symbolic_state(o, "s", nslots)
+    shared = [f for _, f in shared_invariant(o, s)]
+    per_slot = [[f for _, f in slot_invariant(o, s, sl)] for sl in s.slots]
+    # A checkpoint opens a fresh slot in whatever state the channel is in.
+    fresh = fresh_slot(o, z3.IntVal(nslots))
+    r = _check(o, shared, z3.And(*[f for _, f in slot_invariant(o, s, fresh)]))
+    if r != z3.unsat:
+        return _fail(r, "a new checkpoint's slot breaks the invariant", "opening a slot")
+    r = _check(o, shared + sum(per_slot, []), cut_property(o, s))
+    if r != z3.unsat:
+        return _fail(r, "the invariant does not imply CUT", "invariant => CUT")
     for action in protocol.actions:
-        o = Z3Ops(action.name)
-        p = symbolic_params("p")
-        inv = [f for _, f in invariant(o, s)]
-        guard = [g for _, g in protocol.guard(action, o, s, p)]
-        nxt = protocol.effect(action, o, s, p)
-        for name, goal in invariant(o, nxt):
-            r = _check(o, inv + guard, goal, s.slots[0], p.unal)
-            if r == z3.sat:
-                return "counterexample", f"{action.name} breaks '{name}'"
-            if r != z3.unsat:
-                return "unknown", f"{action.name} / '{name}': solver gave {r}"
+        for i in range(nslots) if is_slot_action(action) else [0]:
+            p = symbolic_params("p")
+            p = Params(n=p.n, i=i, unal=p.unal, cp=p.cp)
+            guard = [(slots_of(g), g) for _, g in protocol.guard(action, o, s, p)]
+            nxt = protocol.effect(action, o, s, p)
+            goals = [(None, name, f) for name, f in shared_invariant(o, nxt)]
+            goals += [(k, name, f) for k, sl in enumerate(nxt.slots) for name, f in slot_invariant(o, nxt, sl)]
+            for k, name, goal in goals:
+                # Only what the step and the goal involve: the slot acted on (a slot action) and the
+                # goal's slot, with the guard's clauses about them. Dropping hypotheses is sound,
+                # and it keeps the sequence solver on queries the size of the one-slot ones.
+                mine = {i, k if k is not None else i} if is_slot_action(action) else {0 if k is None else k}
+                hyps = shared + [f for j in sorted(mine) for f in per_slot[j]]
+                if any(z3.eq(goal, h) for h in hyps):
+                    continue  # the step left this conjunct as it was (a step on another slot)
+                hyps += [g for used, g in guard if used <= mine]
+                r = _check(o, hyps, goal, slot_split(s.slots[k if k is not None else i], p.unal))
+                where = f"{action.name}" + (f" on slot {i}" if nslots > 1 and is_slot_action(action) else "")
+                if r == z3.sat:
+                    slot = f" of slot {k}" if nslots > 1 and k is not None else ""
+                    return "counterexample", f"{where} breaks '{name}'{slot}"
+                if r != z3.unsat:
+                    return "unknown", f"{where} / '{name}': solver gave {r}"
     return "proved", None
 
 
-def _mentions_seq_eq(f: Any) -> bool:
+def slots_of(f: Any) -> set[int]:
+    """The checkpoint slots whose state variables ``f`` mentions (``symbolic_state`` names them
+    ``s.slot<k>.<field>``)."""
+    out: set[int] = set()
     todo, seen = [f], set()
     while todo:
         e = todo.pop()
         if e.get_id() in seen:
             continue
         seen.add(e.get_id())
-        if z3.is_eq(e) and z3.is_seq(e.arg(0)):
-            return True
+        if z3.is_const(e) and e.decl().kind() == z3.Z3_OP_UNINTERPRETED:
+            name = str(e)
+            if name.startswith("s.slot"):
+                out.add(int(name[len("s.slot") :].split(".", 1)[0]))
         todo.extend(e.children())
-    return False
+    return out
+
+
+def _fail(r: z3.CheckSatResult, sat_reason: str, what: str) -> tuple[str, str]:
+    # An invariant that fails initiation or does not imply CUT is a wrong invariant, not a
+    # counterexample to CUT: "unknown" either way, but the reason says which it is.
+    return "unknown", sat_reason if r == z3.sat else f"{what}: solver gave {r}"
 
 
 def _check(
-    o: Z3Ops, hyps: list[Any], goal: Any, sl: Slot | None = None, unal: Any = None, timeout_ms: int = 10000
+    o: Z3Ops, hyps: list[Any], goal: Any, split: Split | None = None, timeout_ms: int = 10000, fast_ms: int = 1000
 ) -> z3.CheckSatResult:
+    """Is ``hyps ⇒ goal`` valid (unsat), refuted (sat) or unknown?
+
+    Z3 does not case-split on the control state by itself, and every split definition is a word
+    equation the sequence solver must carry; so when the whole query is unknown, split on
+    ``split``'s variables, substitute them everywhere (in the query *and* in the definitions it
+    needs, so that a case is exactly the query with those values), simplify, and keep only the
+    definitions the surviving formulas need. Valid iff every case is; a sat case is a model of the
+    whole query."""
     base = [*hyps, z3.Not(goal)]
-    r = _solve(base + o.cone(base), 1000)
-    if r != z3.unknown or sl is None:
+    r = _solve(base + o.cone(base), fast_ms) if fast_ms > 0 else z3.unknown
+    if r != z3.unknown or not split:
         return r
-    # Z3 does not case-split on the control state by itself, and every split definition is a word
-    # equation the sequence solver must carry; so split here on the barrier location and the two
-    # snapshots, simplify, and keep only the definitions the surviving formulas need. The query is
-    # unsat iff it is unsat in every case.
-    flags = [sl.up, sl.down] + ([unal] if unal is not None else [])
-    for loc in (NONE, OUT, PRIO, INQ, AT_D):
-        for bits in itertools.product((False, True), repeat=len(flags)):
-            sub = [(sl.loc, z3.IntVal(loc))] + [(v, z3.BoolVal(b)) for v, b in zip(flags, bits, strict=True)]
-            case = [z3.simplify(z3.substitute(f, *sub)) for f in base]
-            case = [f for f in case if not z3.is_true(f)]
-            if any(z3.is_false(f) for f in case):
-                continue
-            r = _solve(case + o.cone(case), timeout_ms)
-            if r != z3.unsat:
-                return r
+    for values in itertools.product(*[vals for _, vals in split]):
+        sub = [(v, val) for (v, _), val in zip(split, values, strict=True)]
+        case = _substituted(base, sub)
+        if case is None:
+            continue
+        defs = _substituted(o.cone(case), sub)
+        if defs is None:
+            continue
+        r = _solve(case + defs, timeout_ms)
+        if r != z3.unsat:
+            return r
     return z3.unsat
+
+
+def _substituted(fs: list[Any], sub: list[tuple[Any, Any]]) -> list[Any] | None:
+    """The formulas with ``sub`` applied and simplified, trivially true ones dropped; None if one is false."""
+    out = []
+    for f in fs:
+        g = z3.simplify(z3.substitute(f, *sub))
+        if z3.is_false(g):
+            return None
+        if not z3.is_true(g):
+            out.append(g)
+    return out
 
 
 def _solve(assertions: list[Any], timeout_ms: int) -> z3.CheckSatResult:
@@ -195,98 +278,34 @@ def _solve(assertions: list[Any], timeout_ms: int) -> z3.CheckSatResult:
     return r
 
 
-def _valid(o: Z3Ops, hyps: list[Any], goal: Any) -> bool:
-    return _check(o, hyps, goal) == z3.unsat
-
-
-def find_trace(protocol: Protocol, max_depth: int = 10) -> list[tuple[Any, ...]] | None:
-    """The shortest event list (one checkpoint, counts of 1) that ends in a completed checkpoint
-    violating CUT: breadth-first search on the concrete rule table, or None up to ``max_depth``."""
-    start = ChannelChecker(protocol.mode, protocol=protocol)
-    frontier: list[tuple[ChannelChecker, list[tuple[Any, ...]]]] = [(start, [])]
-    seen = {start.state}
-    for _ in range(max_depth):
-        nxt = []
-        for chk, path in frontier:
-            for ev in chk.candidates(max_n=1, restore=False, abort=False, new_checkpoint=not chk.state.slots):
-                c = chk.copy()
-                c.feed(ev)
-                if any(f.kind == "cut" for f in c.failures):
-                    return path + [ev]
-                if c.state not in seen:
-                    seen.add(c.state)
-                    nxt.append((c, path + [ev]))
-        frontier = nxt
-    return None
-
-
-def z3_confirms(protocol: Protocol, events: list[tuple[Any, ...]]) -> bool:
-    """The same trace as a path of the Z3 encoding: every guard holds and CUT fails at the end."""
-    o = Z3Ops("path")
-    s = start_state(o)
-    conds: list[Any] = []
-    for ev in events:
-        word = ev[0]
-        n = ev[1] if word in ("emit", "transmit", "process") else 0
-        p = Params(
-            n=z3.IntVal(n), i=0, unal=z3.BoolVal(len(ev) > 2 and ev[2] == "unaligned"), cp=z3.IntVal(1)
-        )
-        if word == "restore":
-            p = Params(cp=s.last.cp)
-        action = protocol.action(word)
-        conds += [g for _, g in protocol.guard(action, o, s, p)]
-        s = protocol.effect(action, o, s, p)
-    lc = s.last
-    sol = z3.Solver()
-    sol.set("timeout", 20000)
-    sol.add(*conds, *o.side, lc.valid, z3.Not(cut_holds(lc.pre, lc.istate, lc.ostate, lc.sent, ops=o)))
-    return sol.check() == z3.sat
-
-
-def _event(word: str | None, n: int, unal: bool) -> tuple[Any, ...]:
-    if word in ("emit", "transmit", "process"):
-        return (word, n)
-    if word == "snapshot_up":
-        return (word, 1, "unaligned" if unal else "aligned")
-    return (word, 1)
-
-
-def render(events: list[tuple[Any, ...]], protocol: Protocol) -> str:
-    """The trace, one event a line, and what the concrete checker says about it."""
-    chk = ChannelChecker(protocol.mode, protocol=protocol)
-    for ev in events:
-        if not chk.feed(ev):
-            break
-    verdict = chk.verdict()
-    lines = [f"{k + 1:>2}. {' '.join(str(x) for x in ev)}" for k, ev in enumerate(events)]
-    lines.append(
-        f"=> {verdict.reason}"
-        if verdict.failures
-        else "=> (the concrete replay accepted it: encoding mismatch)"
-    )
-    return "\n".join(lines)
-
-
-def cut_result(mode: str, mutant: str | None = None, gate: int = 0, depth: int = 10) -> ProofResult:
-    protocol = Protocol(mode, mutant, gate)
-    status, why = check_induction(protocol)
+def cut_result(
+    mode: str,
+    mutant: str | None = None,
+    gate: int = 0,
+    depth: int = 10,
+    nslots: int = 1,
+    protocol: Protocol | None = None,
+) -> ProofResult:
+    """Induction with ``nslots`` slots; if it fails, the bounded search for a concrete trace."""
+    protocol = protocol or Protocol(mode, mutant, gate)
+    status, why = check_induction(protocol, nslots)
     if status == "proved":
-        return ProofResult("", "proved", "unbounded (induction)", 0.0)
-    events = find_trace(protocol, depth)
+        slots = "one checkpoint in flight" if nslots == 1 else f"{nslots} concurrent checkpoints"
+        return ProofResult("", "proved", f"unbounded ({slots})", 0.0)
+    events = find_trace(protocol, depth, restore=True, concurrent=nslots)
     if events is None:
         return ProofResult(
-            "", "unknown", f"search depth {depth}", 0.0, f"induction: {why}; no trace up to depth {depth}"
+            "", "unknown", f"search depth {depth}", 0.0, f"induction: {why}; no trace up to depth {depth}", method="search"
         )
     confirmed = z3_confirms(protocol, events)
-    trace = render(events, protocol) + (
-        "" if confirmed else "\n(Z3 does not confirm this path: encoding mismatch)"
-    )
+    trace = render(events, protocol) + ("" if confirmed else "\n(Z3 does not confirm this path: encoding mismatch)")
     return ProofResult(
         "",
         "counterexample" if confirmed else "unknown",
         f"search <= {depth} events (trace of {len(events)})",
         0.0,
         f"induction: {why}\n{trace}",
+        method="search",
     )
 
 
@@ -324,6 +343,13 @@ def cut_process_after_barrier() -> ProofResult:
 def cut_partial_input_state() -> ProofResult:
     """Negative control: d captures input state only for its first gate; this channel is on gate 1."""
     return cut_result("unaligned", "partial-input-state", gate=1)
+
+
+@register("cut-unaligned[early-checkpoint-in-recovery]", expected="counterexample")
+def cut_early_checkpoint_in_recovery() -> ProofResult:
+    """Negative control for recovery: after a restore, a checkpoint taken while recovered records
+    are still queued leaves them out of its channel state (the search must go through a restore)."""
+    return cut_result("unaligned", "early-checkpoint-in-recovery", depth=12)
 
 
 @register("cut[at_least_once]", expected="counterexample")

@@ -85,7 +85,7 @@ def prove_bound(
             m = sol.model()
             vals = ", ".join(f"{v}={m.eval(v, model_completion=True)}" for v in (S, C, E, F, B, hs, rx, rf))
             return ProofResult(
-                "", "counterexample", "unbounded", 0.0, f"{name} breaks the accounting: {vals}"
+                "", "counterexample", "unbounded", 0.0, f"{name} breaks the accounting: {vals}", method="model"
             )
         if r != z3.unsat:
             return ProofResult("", "unknown", "unbounded", 0.0, f"{name}: solver gave {r}")

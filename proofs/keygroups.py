@@ -50,6 +50,13 @@ class MapperRules:
 
 
 FLINK_KG = KeyGroupRules()
+
+
+def refuted(status: str, cex: str | None) -> ProofResult:
+    """A claim Z3 did not prove: a counterexample is a Z3 model; an unknown stays in the domain."""
+    if status == "counterexample":
+        return ProofResult("", status, "unbounded", 0.0, cex, method="model")
+    return ProofResult("", status, f"values up to {UPPER}", 0.0, cex, method="values", limit=UPPER)
 FLINK_MAPPERS = MapperRules()
 
 
@@ -84,11 +91,11 @@ def keygroup_ownership(rules: KeyGroupRules = FLINK_KG) -> ProofResult:
         status, model = prove(goal, dom + a.side)
         if status != "proved":
             cex = f"{name}: fails at {show(model, {'maxP': m, 'p': p, 'i': i, 'kg': kg})}" if model else name
-            return ProofResult("", status, "unbounded", 0.0, cex)
+            return refuted(status, cex)
     diff = _grid_keygroups(rules)
     if diff:
-        return ProofResult("", "counterexample", "unbounded", 0.0, diff)
-    return ProofResult("", "proved", "unbounded (1 <= p <= maxP <= 32768)", 0.0)
+        return ProofResult("", "counterexample", "grid", 0.0, diff, method="search")
+    return ProofResult("", "proved", "1 <= p <= maxP <= 32768", 0.0, method="values", limit=UPPER)
 
 
 def _grid_mappers(rules: MapperRules) -> str | None:
@@ -143,11 +150,11 @@ def range_mapper_complete(rules: MapperRules = FLINK_MAPPERS) -> ProofResult:
         status, model = prove(goal, hyps)
         if status != "proved":
             cex = f"{name}: fails at {show(model, names)}" if model else name
-            return ProofResult("", status, "unbounded", 0.0, cex)
+            return refuted(status, cex)
     diff = _grid_mappers(rules)
     if diff:
-        return ProofResult("", "counterexample", "unbounded", 0.0, diff)
-    return ProofResult("", "proved", "unbounded (1 <= old, new <= 32768)", 0.0)
+        return ProofResult("", "counterexample", "grid", 0.0, diff, method="search")
+    return ProofResult("", "proved", "1 <= old, new <= 32768", 0.0, method="values", limit=UPPER)
 
 
 @register("keygroup-ownership")
@@ -172,4 +179,4 @@ def range_mapper_any_max_parallelism() -> ProofResult:
     overlap_implies_mapped = z3.Implies(exact.arg(1), exact.arg(0))
     status, model = prove(overlap_implies_mapped, hyps + [m >= 1])
     cex = f"an overlapping old subtask is not mapped at {show(model, names)}" if model else None
-    return ProofResult("", status, "unbounded", 0.0, cex)
+    return refuted(status, cex)

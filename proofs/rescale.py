@@ -23,7 +23,7 @@ from typing import Any
 import z3
 
 from proofs.arith import Z3Arith, prove, show
-from proofs.keygroups import FLINK_KG, FLINK_MAPPERS, UPPER
+from proofs.keygroups import FLINK_KG, FLINK_MAPPERS, UPPER, refuted
 from proofs.registry import ProofResult, register
 
 Accept = Callable[[Any, Any, Any, Any], Any]  # (received, ambiguous, owner_new, j) -> accepted
@@ -55,13 +55,7 @@ def prove_routing(accept: Accept = flink_filter) -> ProofResult:
         pow2 + [p >= 1, p <= m, kg >= 0, kg < m] + a.side,
     )
     if status != "proved":
-        return ProofResult(
-            "",
-            status,
-            "unbounded",
-            0.0,
-            "lemma (scaling) fails" + (f": {show(model, {'M': m, 'p': p, 'kg': kg})}" if model else ""),
-        )
+        return refuted(status, "lemma (scaling) fails" + (f": {show(model, {'M': m, 'p': p, 'kg': kg})}" if model else ""))
     # Lemma (2): a key group at 32768 lies in its owner's range.
     big, q = z3.Int("KG"), kg_rules.owner(a, UPPER, p, z3.Int("KG"))
     status, _ = prove(
@@ -69,7 +63,7 @@ def prove_routing(accept: Accept = flink_filter) -> ProofResult:
         [p >= 1, p <= UPPER, big >= 0, big < UPPER] + a.side,
     )
     if status != "proved":
-        return ProofResult("", status, "unbounded", 0.0, "lemma (owner's range) fails")
+        return refuted(status, "lemma (owner's range) fails")
 
     # The claim, with the lemmas instantiated at this record.
     a = Z3Arith("rr")
@@ -111,14 +105,8 @@ def prove_routing(accept: Accept = flink_filter) -> ProofResult:
             "owner (new)": star,
             "also accepted by new subtask": j,
         }
-        return ProofResult(
-            "",
-            status,
-            "unbounded",
-            0.0,
-            f"a record accepted twice or never: {show(model, names)}" if model else None,
-        )
-    return ProofResult("", "proved", "unbounded (maxP a power of two <= 32768)", 0.0)
+        return refuted(status, f"a record accepted twice or never: {show(model, names)}" if model else None)
+    return ProofResult("", "proved", "maxP a power of two <= 32768", 0.0, method="values", limit=UPPER)
 
 
 def prove_order(deliver: Deliver = append) -> ProofResult:
@@ -154,7 +142,9 @@ def prove_order(deliver: Deliver = append) -> ProofResult:
         mdl = sol.model()
         ln = mdl.eval(nxt_n, model_completion=True).as_long()
         seq = [mdl.eval(nxt_out[i], model_completion=True) for i in range(min(ln, 6))]
-        return ProofResult("", "counterexample", "unbounded", 0.0, f"delivered indexes out of order: {seq}")
+        return ProofResult(
+            "", "counterexample", "unbounded", 0.0, f"delivered indexes out of order: {seq}", method="model"
+        )
     return ProofResult("", "unknown", "unbounded", 0.0, "solver gave unknown")
 
 

@@ -19,7 +19,13 @@ SEQ = z3.SeqSort(z3.IntSort())
 
 
 class Z3Ops:
-    def __init__(self, tag: str = "") -> None:
+    """``source``: None (u's records are arbitrary, each block independent of the others: the CUT
+    proofs hold for any u), or a sequence, u's deterministic output stream: ``fresh(sent, n)`` is
+    then the n records that follow ``sent`` in it, as ``model.trace.PyOps`` numbers records by
+    their position (its stream is 0, 1, 2, …)."""
+
+    def __init__(self, tag: str = "", source: Any = None) -> None:
+        self.source = source
         self.side: list[z3.BoolRef] = []
         self.defs: dict[int, list[z3.BoolRef]] = {}  # id of a fresh constant -> its defining equations
         self._memo: dict[int, frozenset[int]] = {}
@@ -88,7 +94,11 @@ class Z3Ops:
     def fresh(self, sent: Any, n: Any) -> Any:
         self._k += 1
         blk = z3.Const(f"blk{self._tag}_{self._k}", SEQ)
-        self._define([blk], [z3.Length(blk) == n])
+        if self.source is None:
+            self._define([blk], [z3.Length(blk) == n])
+        else:  # the source continues after what u has sent: sent ++ blk ++ rest
+            rest = z3.Const(f"rest{self._tag}_{self._k}", SEQ)
+            self._define([blk, rest], [z3.Length(blk) == n, self.source == z3.Concat(sent, blk, rest)])
         self.blocks.append(blk)
         return blk
 

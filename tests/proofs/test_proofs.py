@@ -24,7 +24,9 @@ def test_the_registry_names_the_brief_s_proofs() -> None:
     names = proofs.names()
     for n in ("cut-aligned", "cut-unaligned", "cut-timeout", "replay-exactly-once", "keygroup-ownership",
               "range-mapper-complete", "rescale-routing", "inflight-bound", "cut-unaligned[no-output-state]",
-              "cut-unaligned[process-after-barrier]", "cut[at_least_once]", "rescale-routing[no-rescale-filter]"):
+              "cut-unaligned[process-after-barrier]", "cut[at_least_once]", "rescale-routing[no-rescale-filter]",
+              "cut-unaligned[early-checkpoint-in-recovery]", "cut-aligned-concurrent",
+              "cut-aligned-concurrent[complete-records-oldest]"):
         assert n in names
     assert all(("[" in n) == (REGISTRY[n].expected == "counterexample") for n in names)
 
@@ -38,10 +40,53 @@ def test_every_result_is_as_expected(results: dict[str, ProofResult]) -> None:
 
 def test_negative_controls_print_a_short_trace(results: dict[str, ProofResult]) -> None:
     for name in ("cut-unaligned[no-output-state]", "cut-unaligned[process-after-barrier]", "cut[at_least_once]",
-                 "cut-unaligned[partial-input-state]"):
+                 "cut-unaligned[partial-input-state]", "cut-unaligned[early-checkpoint-in-recovery]",
+                 "cut-aligned-concurrent[complete-records-oldest]"):
         text = results[name].counterexample
         assert text and "CUT violated" in text and " 1. " in text and text.count("\n") <= 12, text
+        assert "encoding mismatch" not in text
     assert "accepted twice" in results["rescale-routing[no-rescale-filter]"].counterexample
+
+
+def test_the_recovery_control_goes_through_a_restore(results: dict[str, ProofResult]) -> None:
+    """early-checkpoint-in-recovery only shows after a restore: its trace must contain one, and the
+    checkpoint that breaks CUT is one taken after it."""
+    r = results["cut-unaligned[early-checkpoint-in-recovery]"]
+    assert r.status == "counterexample" and r.method == "search"
+    lines = r.counterexample.splitlines()
+    restore = next(k for k, line in enumerate(lines) if line.endswith(". restore 1"))
+    assert any(". complete 2" in line for line in lines[restore:]) and "checkpoint 2" in lines[-1]
+
+
+def test_labels_say_how_each_result_was_obtained(results: dict[str, ProofResult]) -> None:
+    labels = {n: r.label for n, r in results.items()}
+    for n in ("cut-aligned", "cut-unaligned", "cut-timeout", "cut-aligned-concurrent", "inflight-bound"):
+        assert labels[n] == "proved (unbounded induction)", (n, labels[n])
+    for n in ("keygroup-ownership", "range-mapper-complete", "rescale-routing"):
+        assert labels[n] == "proved for all values up to 32768", (n, labels[n])
+    replay_result = results["replay-exactly-once"]
+    assert replay_result.label == "proved under assumptions"
+    assert replay_result.assumptions and "deterministic" in replay_result.assumptions[0]
+    for n, r in results.items():
+        if r.expected == "counterexample":
+            assert r.label in ("counterexample (bounded search)", "counterexample (Z3 model)"), (n, r.label)
+        if r.label != "proved under assumptions":
+            assert not r.assumptions, n
+        d = r.to_dict()
+        assert d["label"] == r.label and d["assumptions"] == list(r.assumptions) and d["method"] == r.method
+
+
+def test_a_result_cannot_claim_more_than_its_method() -> None:
+    with pytest.raises(ValueError, match="does not prove"):
+        ProofResult("x", "proved", "search <= 10", 0.0, method="search")
+    with pytest.raises(ValueError, match="assumptions"):
+        ProofResult("x", "proved", "unbounded", 0.0, method="assumptions")
+    with pytest.raises(ValueError, match="assumptions"):
+        ProofResult("x", "proved", "unbounded", 0.0, assumptions=("a hidden one",))
+    with pytest.raises(ValueError, match="limit"):
+        ProofResult("x", "proved", "small", 0.0, method="values")
+    r = ProofResult("x", "unknown", "search depth 10", 0.0, method="search")
+    assert r.label == "unknown (bounded search)"
 
 
 def test_unknown_names_raise_with_the_list() -> None:

@@ -20,6 +20,19 @@ def test_prove_prints_the_table_and_the_control_traces(tmp_path: Path) -> None:
     assert "cut-unaligned[no-output-state]" in res.output and "CUT violated" in res.output
     data = json.loads(report.read_text())
     assert data["ok"] and [r["status"] for r in data["results"]] == ["proved", "counterexample"]
+    assert [r["label"] for r in data["results"]] == ["proved (unbounded induction)", "counterexample (bounded search)"]
+    assert "proved (unbounded induction)" in res.output and "result" in res.output
+
+
+def test_prove_prints_the_labels_and_the_assumptions(tmp_path: Path) -> None:
+    report = tmp_path / "proofs.json"
+    res = CliRunner().invoke(cli.app, ["prove", "replay-exactly-once", "keygroup-ownership", "--json", str(report)])
+    assert res.exit_code == 0, res.output
+    assert "proved under assumptions" in res.output and "proved for all values up to 32768" in res.output
+    assert "replay-exactly-once assumes: u replays deterministically" in res.output
+    replay, keygroups = json.loads(report.read_text())["results"]
+    assert replay["method"] == "assumptions" and replay["assumptions"] and not keygroups["assumptions"]
+    assert keygroups["label"] == "proved for all values up to 32768" and keygroups["limit"] == 32768
 
 
 def test_unknown_name_exits_2() -> None:
