@@ -1,9 +1,10 @@
-"""Checkpoint directories: storage ls, storage orphans."""
+"""Checkpoint directories: storage ls, storage orphans, storage restore-quarantine, storage purge."""
 
 from __future__ import annotations
 
 import functools
 import os
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -17,31 +18,45 @@ app.add_typer(storage_app, name="storage")
 
 _DIR_HELP = ("A checkpoint directory: the base (state.checkpoints.dir), a job directory or a chk-N directory. "
              "With entropy injection give the configured path, marker included.")
+_KEEP_HELP = ("Another checkpoint directory whose _metadata may reference files here (a job restored from this one "
+              "in claim or legacy mode, a copy); its references are kept. Repeatable.")
+_BASE_HELP = "The checkpoint base that 'storage orphans --delete' moved files from (it holds .cutcheck-quarantine)."
 
 
-def _bytes(n: int) -> str:
+def _bytes(n: float) -> str:
     for unit in ("B", "KiB", "MiB", "GiB"):
         if n < 1024 or unit == "GiB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
+            return f"{int(n)} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
     return str(n)
 
 
-def _storage_listing(directory: Path, entropy_key: str, entropy_length: int) -> Any:
+def _say(text: str) -> None:
+    out.print(text, soft_wrap=True, highlight=False, markup=False)
+
+
+def _reader(directory: str) -> Any:
     """cutcheck's own _metadata is JSON; anything else is read as Flink's, through flink_bridge."""
-    from reference.storage_inspect import inspect
     from reference.storage_meta import referenced_files
 
-    reader: Any = referenced_files
-    for d, _, files in os.walk(directory):
-        if "_metadata" in files:
-            with open(os.path.join(d, "_metadata"), "rb") as fh:
-                if fh.read(1) != b"{":
-                    from flink_bridge.checkpoints import any_referenced_files
+    try:
+        with open(os.path.join(directory, "_metadata"), "rb") as fh:
+            first = fh.read(1)
+    except OSError:
+        first = b"{"
+    if first == b"{":
+        return referenced_files(directory)
+    from flink_bridge.checkpoints import any_referenced_files
 
-                    reader = any_referenced_files
-                    break
-    return inspect(directory, reader, entropy=entropy_key or None, entropy_length=entropy_length)
+    return any_referenced_files(directory)
+
+
+def _storage_listing(directory: Path, entropy_key: str, entropy_length: int, keep: list[Path] | None = None,
+                     min_age: float = 0.0) -> Any:
+    from reference.storage_inspect import inspect
+
+    return inspect(directory, _reader, entropy=entropy_key or None, entropy_length=entropy_length,
+                   keep=[str(k) for k in keep or []], min_age=min_age)
 
 
 def _namer(listing: Any) -> tuple[list[str], Callable[[str], str]]:
@@ -52,8 +67,39 @@ def _namer(listing: Any) -> tuple[list[str], Callable[[str], str]]:
 
 def _label(path: str, root: str, job: str | None = None) -> str:
     """A path as people read it: relative to the root, and to the job directory when there is one job."""
+    if path == root:
+        return os.path.basename(path)
     rel = os.path.relpath(path, root) if path.startswith(root + os.sep) else path
     return rel[len(job) + 1:] if job and rel.startswith(job + os.sep) else rel
+
+
+def _status(c: Any) -> str:
+    if c.restorable:
+        return "ok"
+    parts = ([f"{len(c.missing)} MISSING"] if c.missing else []) + ([f"{len(c.outside)} OUTSIDE"] if c.outside else [])
+    return "NOT RESTORABLE (" + ", ".join(parts) + ")"
+
+
+def _why_not(c: Any, name: Callable[[str], str], listing: Any) -> str:
+    """One line per checkpoint that cannot be restored: its first broken references and what that means."""
+    if c.missing:
+        first = ", ".join(c.missing[:3]) + (f" and {len(c.missing) - 3} more" if len(c.missing) > 3 else "")
+        return (f"{name(c.path)} is NOT RESTORABLE: {len(c.missing)} file(s) it references are missing, first {first} "
+                f"(a moved or copied directory whose _metadata names the old location, or deleted files)")
+    first = ", ".join(c.outside[:3]) + (f" and {len(c.outside) - 3} more" if len(c.outside) > 3 else "")
+    return (f"{name(c.path)} is NOT RESTORABLE from {listing.base}: it references {first}, outside it (a moved or copied "
+            f"directory names the original's absolute paths; it restores only while those exist). Restore from the "
+            f"original, or name that directory with --keep-referenced-by if both are meant to stay")
+
+
+def _context_note(listing: Any) -> str:
+    parts = []
+    if listing.context:
+        parts.append(f"also read {len(listing.context)} _metadata of other jobs and --keep-referenced-by directories "
+                     f"(their files are kept)")
+    if listing.rerooted:
+        parts.append(f"{len(listing.rerooted)} file(s) kept because a moved or copied _metadata names their old location")
+    return "; ".join(parts)
 
 
 @storage_app.command("ls")
@@ -61,68 +107,143 @@ def _label(path: str, root: str, job: str | None = None) -> str:
 def storage_ls(
     directory: Path = typer.Argument(..., help=_DIR_HELP),
     json_path: Path = typer.Option(None, "--json", help="Write the listing as JSON."),
+    keep: list[Path] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
     entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
     entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
 ) -> None:
     """Checkpoints with their sizes, and for each shared file the checkpoints that reference it.
 
-    Exit 1 when a checkpoint references a file that is missing (it cannot be restored)."""
-    listing = _storage_listing(directory, entropy_key, entropy_length)
+    A checkpoint is restorable when every file its _metadata names exists, at the path a restore
+    reads (absolute as written, or relative to the _metadata), inside the checkpoint base or a
+    --keep-referenced-by directory. Exit 1 when one is not (the first missing files are named)."""
+    listing = _storage_listing(directory, entropy_key, entropy_length, keep)
     jobs, name = _namer(listing)
     rows = [[name(c.path), _bytes(c.size), _bytes(c.new_size), f"{len(c.files['exclusive'])} / {len(c.files['shared'])}",
-             _bytes(c.inlined_bytes), "ok" if not c.missing else f"{len(c.missing)} MISSING"]
-            for c in listing.checkpoints]
+             _bytes(c.inlined_bytes), _status(c)] for c in listing.checkpoints]
     rows += [[name(os.path.dirname(u)), "", "", "", "", "unreadable"] for u in listing.unreadable]
-    out.print(f"checkpoints in {listing.root}" + (f", job {jobs[0]}" if len(jobs) == 1 else ""), soft_wrap=True,
-              highlight=False, markup=False)
+    _say(f"checkpoints in {listing.root}" + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
     out.print(table("", ["checkpoint", "size", "new", "files excl. / shared", "inlined", "status"], rows))
     if listing.shared:
         by_path = {c.key: name(c.path) for c in listing.checkpoints}
         out.print(table("shared files", ["file", "size", "referenced by"],
                         [[name(f), _bytes(os.path.getsize(f)) if os.path.exists(f) else "missing",
                           ", ".join(by_path[k] for k in keys)] for f, keys in listing.shared.items()]))
-    out.print(f"{len(listing.checkpoints)} checkpoint(s), {len(listing.shared)} shared file(s), "
-              f"{len(listing.orphans)} orphan(s)" + (f" (cutcheck storage orphans {directory})" if listing.orphans else "")
-              + (f", {len(listing.unreadable)} unreadable _metadata (so no orphans are named)" if listing.unreadable else ""),
-              highlight=False, markup=False)
+    for c in listing.not_restorable:
+        _say(_why_not(c, name, listing) + ".")
+    note = _context_note(listing)
+    _say(f"{len(listing.checkpoints)} checkpoint(s), {len(listing.shared)} shared file(s), "
+         f"{len(listing.orphans)} orphan(s)" + (f" (cutcheck storage orphans {directory})" if listing.orphans else "")
+         + (f", {len(listing.unreadable)} unreadable _metadata (so no orphans are named)" if listing.unreadable else "")
+         + (f", {len(listing.not_restorable)} NOT RESTORABLE" if listing.not_restorable else "")
+         + (f"; {note}" if note else ""))
     write_json(json_path, listing.to_json())
-    raise typer.Exit(1 if any(c.missing for c in listing.checkpoints) else 0)
+    raise typer.Exit(1 if listing.not_restorable else 0)
 
 
 @storage_app.command("orphans")
 @user_errors
 def storage_orphans(
     directory: Path = typer.Argument(..., help=_DIR_HELP),
-    delete: bool = typer.Option(False, "--delete", help="Remove the orphans (default: only list them)."),
-    json_path: Path = typer.Option(None, "--json", help="Write the orphans (and what was removed) as JSON."),
+    delete: bool = typer.Option(False, "--delete", help="Move the orphans into the quarantine (default: only list them)."),
+    min_age: str = typer.Option("1h", "--min-age", help="Files modified more recently are never touched "
+                                "(a running job may be writing a checkpoint): 3600s, 60m, 1h, 0."),
+    keep: list[Path] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
+    force: bool = typer.Option(False, "--force", help="Delete even while a checkpoint here is not restorable."),
+    json_path: Path = typer.Option(None, "--json", help="Write the orphans (and what was moved) as JSON."),
     entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
     entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
 ) -> None:
-    """Files no checkpoint in DIR references: leftovers of crashed or abandoned runs and of aborted
-    checkpoints. Never a referenced file. A dry run unless --delete."""
+    """Files under DIR that nothing references: leftovers of crashed or abandoned runs and of aborted
+    checkpoints. Kept: every file named by any _metadata under DIR, under the other jobs of its
+    checkpoint base and under --keep-referenced-by directories, task-owned files, and files younger
+    than --min-age. A dry run unless --delete, which moves the orphans into
+    <base>/.cutcheck-quarantine/<time>-<pid>/ with a manifest (storage restore-quarantine undoes it,
+    storage purge empties it). --delete refuses while a checkpoint here is not restorable, unless --force."""
     from model.errors import StorageError
-    from reference.storage_inspect import delete_orphans, orphan_reason
+    from reference.storage_inspect import orphan_reason
+    from reference.storage_quarantine import parse_age, quarantine
 
-    listing = _storage_listing(directory, entropy_key, entropy_length)
+    age = parse_age(min_age)
+    listing = _storage_listing(directory, entropy_key, entropy_length, keep, age)
     if listing.unreadable:
         raise StorageError(f"{listing.unreadable[0]}: unreadable checkpoint metadata; it may reference any file, so "
                            f"no file can be called an orphan. Fix or remove it first.")
-    sizes = {f: os.path.getsize(f) for f in listing.orphans if os.path.exists(f)}
     jobs, name = _namer(listing)
+    broken = listing.not_restorable
+    if delete and broken and not force:
+        c = broken[0]
+        raise StorageError(f"{c.path} is not restorable (it references {(c.missing or c.outside)[0]}, which "
+                           f"{'does not exist' if c.missing else 'lies outside ' + listing.base}), so nothing is "
+                           f"deleted; run 'cutcheck storage ls {directory}', fix it or name its other directory with "
+                           f"--keep-referenced-by, or pass --force.")
+    sizes = {f: os.path.getsize(f) for f in listing.orphans if os.path.exists(f)}
     reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
-    removed = delete_orphans(listing) if delete else []
-    out.print(("removed" if delete else "orphans") + f" in {listing.root}" + (f", job {jobs[0]}" if len(jobs) == 1 else ""),
-              soft_wrap=True, highlight=False, markup=False)
-    out.print(table("", ["file", "size", "why"],
-                    [[name(f), _bytes(sizes.get(f, 0)), reasons[f]]
-                     for f in (removed if delete else listing.orphans)]))
-    total = sum(sizes.get(f, 0) for f in (removed if delete else listing.orphans))
-    if delete:
-        out.print(f"removed {len(removed)} file(s), {_bytes(total)}; {len(listing.checkpoints)} checkpoint(s) untouched",
-                  highlight=False, markup=False)
+    batch = quarantine(listing, reasons, min_age=age) if delete else None
+    shown = [m.original for m in batch.files] if batch else listing.orphans
+    _say(("moved to the quarantine" if delete else "orphans") + f" in {listing.root}"
+         + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
+    out.print(table("", ["file", "size", "why"], [[name(f), _bytes(sizes.get(f, 0)), reasons[f]] for f in shown]))
+    if listing.too_young:
+        now = time.time()
+        out.print(table(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],
+                        [[name(f), _bytes(os.path.getsize(f)) if os.path.exists(f) else "gone",
+                          f"{max(0, now - os.path.getmtime(f)):.0f} s" if os.path.exists(f) else ""]
+                         for f in listing.too_young]))
+    for c in broken:
+        _say(("warning (--force): " if delete else "") + _why_not(c, name, listing) + ".")
+    note = _context_note(listing)
+    total = sum(sizes.get(f, 0) for f in shown)
+    young = f"; {len(listing.too_young)} too young" if listing.too_young else ""
+    if batch is not None:
+        _say(f"moved {len(shown)} file(s), {_bytes(total)}, to {batch.path}{young}; {len(listing.checkpoints)} "
+             f"checkpoint(s) untouched. Undo: cutcheck storage restore-quarantine {listing.base} {batch.name}"
+             + (f" ({note})" if note else ""))
     else:
-        out.print(f"{len(listing.orphans)} orphan(s), {_bytes(total)}; {len(listing.checkpoints)} checkpoint(s) "
-                  f"reference every other file" + (" (--delete removes them)" if listing.orphans else ""),
-                  highlight=False, markup=False)
-    write_json(json_path, {"root": listing.root, "orphans": listing.orphans, "removed": removed,
-                           "checkpoints": [c.key for c in listing.checkpoints]})
+        _say(f"{len(listing.orphans)} orphan(s), {_bytes(total)}{young}; {len(listing.checkpoints)} checkpoint(s) "
+             f"reference every other file" + (" (--delete moves the orphans into a quarantine)" if listing.orphans else "")
+             + (f"; {note}" if note else ""))
+    write_json(json_path, {"root": listing.root, "base": listing.base, "orphans": listing.orphans,
+                           "too_young": listing.too_young, "removed": shown if delete else [],
+                           "quarantine": batch.to_json() if batch else None,
+                           "checkpoints": [c.key for c in listing.checkpoints],
+                           "not_restorable": [c.key for c in broken], "kept_rerooted": listing.rerooted})
+
+
+@storage_app.command("restore-quarantine")
+@user_errors
+def storage_restore_quarantine(
+    base: Path = typer.Argument(..., help=_BASE_HELP),
+    batch_name: str = typer.Argument(None, metavar="[BATCH]", help="The batch (a folder name); default: the newest."),
+    json_path: Path = typer.Option(None, "--json", help="Write what was put back as JSON."),
+) -> None:
+    """Put a quarantined batch back where its files were. Refuses (nothing moved) when a file exists
+    again at an original path, or a quarantined file no longer has the sha256 it was moved with."""
+    from reference.storage_quarantine import restore_batch
+
+    batch = restore_batch(str(base), batch_name)
+    out.print(table(f"restored batch {batch.name}", ["file", "size"],
+                    [[m.original, _bytes(m.size)] for m in batch.files]))
+    _say(f"restored {len(batch.files)} file(s), {_bytes(batch.size)}, quarantined {batch.created}")
+    write_json(json_path, batch.to_json())
+
+
+@storage_app.command("purge")
+@user_errors
+def storage_purge(
+    base: Path = typer.Argument(..., help=_BASE_HELP),
+    older_than: float = typer.Option(..., "--older-than", help="Days: batches quarantined longer ago than this."),
+    yes: bool = typer.Option(False, "--yes", help="Remove them for good (default: only list them)."),
+    json_path: Path = typer.Option(None, "--json", help="Write the batches (and whether they were removed) as JSON."),
+) -> None:
+    """Empty the quarantine of batches older than --older-than days. A dry run unless --yes: this is
+    the only cutcheck command that removes checkpoint files for good."""
+    from reference.storage_quarantine import batches, purge
+
+    every = batches(str(base))
+    old = purge(str(base), older_than, yes=yes)
+    out.print(table("removed for good" if yes else f"batches older than {older_than:g} day(s)",
+                    ["batch", "quarantined", "files", "size"],
+                    [[b.name, b.created, len(b.files), _bytes(b.size)] for b in old]))
+    _say(f"{'removed' if yes else 'would remove'} {len(old)} of {len(every)} batch(es), "
+         f"{_bytes(sum(b.size for b in old))}" + ("" if yes or not old else " (--yes removes them for good)"))
+    write_json(json_path, {"base": str(base), "removed": yes, "batches": [b.to_json() for b in old]})

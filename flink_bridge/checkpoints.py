@@ -13,10 +13,12 @@ Scope is where a file lives (facts §5.1-5.2): ``shared/`` and ``taskowned/`` by
 everything else (``chk-N/`` files, a restored snapshot's files elsewhere) exclusive. State under
 the inline threshold lives in ``_metadata`` itself and is counted in ``inlined_bytes``.
 
-Shared files are recorded with absolute paths; when a checkpoint directory was moved or copied
-(cutcheck's own runs are renamed from ``<out>.tmp-<pid>``), a path outside the directory being
-read is re-rooted at the same ``<job-id>/...`` under it, if that file exists there. Re-rooting only
-ever makes files under the directory referenced, never unreferenced, so it cannot create an orphan.
+Paths are reported as Flink would read them on restore: a checkpoint's ``_metadata`` holds absolute
+paths for its exclusive and shared files, a savepoint's relative ones, which Flink's loader resolves
+against the directory it is given (so a moved savepoint names its new place). A moved or copied
+checkpoint directory therefore names the original location, and is not restorable from the copy
+once the original is gone; reference.storage_inspect says so (NOT RESTORABLE), and only uses
+re-rooting of such paths onto the copy (reference.storage_scope.reroot) to *keep* the copy's files.
 A handle cutcheck does not know (for example the changelog state backend's) makes the
 checkpoint unreadable, and then inspection calls nothing an orphan.
 """
@@ -33,8 +35,8 @@ from reference.storage_meta import CheckpointRefs
 
 METADATA = "_metadata"
 MAGIC = bytes.fromhex("4960672d")  # Checkpoints.HEADER_MAGIC_NUMBER: the first 4 bytes of Flink's _metadata
-_JOB_ID = re.compile(r"[0-9a-f]{32}\Z")
 _PKG = "org.apache.flink.runtime.state."
+_JOB_ID = re.compile(r"[0-9a-f]{32}\Z")
 
 
 def is_flink_metadata(path: str) -> bool:
@@ -105,7 +107,7 @@ class _Walker:
                            "cutcheck (changelog or file-merging state?); no file can be called unreferenced.")
 
     def file(self, path: str) -> None:
-        path = relocate(os.path.normpath(path), self.job_dir)
+        path = os.path.normpath(path)  # as written: what a restore reads
         parent = os.path.basename(os.path.dirname(path))
         scope = parent if parent in ("shared", "taskowned") else "exclusive"
         self.files[scope].add(path)
@@ -119,11 +121,11 @@ def _items(collection: Any) -> list[Any]:
 
 
 def relocate(path: str, job_dir: str) -> str:
-    """A moved or copied checkpoint directory: ``.../<job-id>/rest`` re-rooted under the base being read, if it is there.
+    """Where a moved or copied directory's own copy of ``path`` is: ``.../<job-id>/rest`` re-rooted under
+    the base being read, if that file exists there (else ``path``).
 
-    A copy's ``_metadata`` still names the original's absolute paths; the copy's own file at the
-    same place is then what this directory's checkpoint uses (and must not be called an orphan).
-    """
+    Only ever a candidate for *keeping* a file: the reader reports paths as written, since a restore
+    reads those (reference.storage_scope.reroot does the same for the storage commands)."""
     base = os.path.dirname(job_dir)
     if path.startswith(base + os.sep):
         return path

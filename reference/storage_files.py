@@ -125,7 +125,8 @@ class FileOps:
 
 
 def resolve(path: str, base: str) -> str:
-    """A handle's path: absolute as written, or relative to the checkpoint directory (exclusive files)."""
+    """A handle's path: absolute as written (older metadata, files outside the storage root), or
+    relative to the checkpoint directory that holds the ``_metadata`` (``x``, ``../shared/x``)."""
     return path if os.path.isabs(path) else os.path.normpath(os.path.join(base, path))
 
 

@@ -10,7 +10,8 @@ Layout (facts §5.1), under the configured directory (``state.checkpoints.dir``)
     <dir>/savepoint-<job6>-<hex>/   a savepoint: _metadata and every file, relative paths
 
 State under ``inline_threshold`` bytes (state.storage.fs.memory-threshold, 20 KiB) is kept inside
-``_metadata``. The format is reference.storage_meta's. A subtask's files are written when it
+``_metadata``. The format is reference.storage_meta's; it names every file relative to the
+checkpoint directory (``x``, ``../shared/x``), so a moved storage directory still restores. A subtask's files are written when it
 acknowledges, and its shared files are registered then (facts §5.4); nothing else is written
 until completion, so a crash leaves at most unreferenced files, never a torn checkpoint.
 
@@ -94,6 +95,7 @@ class FsCheckpointStorage:
         self.mutants = mutants or Mutants()
         self.base = os.path.abspath(remove_marker(config.dir, config.entropy))  # metadata, directories: no entropy
         self.data_base = os.path.abspath(config.dir)  # data files: the marker stays, replaced per file
+        self.root = storage_root(config.dir, config.entropy)  # what _metadata names files relative to
         self.registry = SharedStateRegistry()
         self.held: list[Held] = []
         self.pending: dict[int, Pending] = {}
@@ -146,7 +148,8 @@ class FsCheckpointStorage:
         tasks = [p.tasks[sid] for sid in sorted(p.tasks, key=lambda s: (s.vertex, s.index))]
         savepoint = p.kind == "savepoint"
         shared = sorted(set(p.shared.values()))
-        files = {"exclusive": [self._stored_path(f, p, "exclusive") for f in p.exclusive], "shared": shared}
+        files = {"exclusive": [self._stored_path(f, p, "exclusive") for f in p.exclusive],
+                 "shared": [self._stored_path(f, p, "shared") for f in shared]}
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
         self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
@@ -252,7 +255,7 @@ class FsCheckpointStorage:
         key = registry_key(vertex, kg, digest)
         path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
         p.shared[key] = path
-        return {"file": path, "scope": "shared", "bytes": len(data), "sha256": digest}
+        return {"file": self._stored_path(path, p, "shared"), "scope": "shared", "bytes": len(data), "sha256": digest}
 
     def _create(self, p: Pending, sub: str, data: bytes) -> str:
         if p.kind == "savepoint":  # self-contained: no entropy, so the directory can be moved
@@ -261,9 +264,17 @@ class FsCheckpointStorage:
         return self.files.create(template, data, self.config.entropy, self.config.entropy_length)
 
     def _stored_path(self, path: str, p: Pending, scope: str) -> str:
-        """Relative only for exclusive files without entropy, i.e. those inside the checkpoint directory."""
-        if scope == "exclusive" and os.path.dirname(path) == p.path:
+        """How ``_metadata`` names a file: relative to the checkpoint directory whenever the file lies
+        under the storage root (``chk-N/x`` -> ``x``, ``shared/x`` -> ``../shared/x``, an entropy-injected
+        ``/b/Xy12/ckpts/<job>/shared/x`` -> ``../../../Xy12/ckpts/<job>/shared/x``), so that moving the
+        root moves every checkpoint with it; absolute only for a file outside it (a checkpoint restored
+        in claim mode from another directory). Readers resolve relative paths against the directory of
+        the ``_metadata`` (reference.storage_files.resolve). ``scope`` is kept for callers."""
+        del scope
+        if os.path.dirname(path) == p.path:
             return os.path.basename(path)
+        if path.startswith(self.root + os.sep):
+            return os.path.relpath(path, p.path)
         return path
 
     # ------------------------------------------------------------------ retention and deletion
@@ -326,6 +337,15 @@ class FsCheckpointStorage:
         self.held[-1].kind = done.kind
         self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
         self.restored = done
+
+
+def storage_root(directory: str, entropy: str | None) -> str:
+    """The directory every file of the storage lies under: the base, or with entropy injection the
+    directory before the marker (``/b/_entropy_/ckpts`` -> ``/b``), where the random prefixes go."""
+    directory = os.path.abspath(directory)
+    if entropy and entropy in directory:
+        return os.path.dirname(directory.split(entropy, 1)[0]) or os.sep
+    return os.path.normpath(directory)
 
 
 def default_job(restored: Any, mode: str) -> str:

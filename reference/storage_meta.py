@@ -13,8 +13,11 @@
 ``files`` lists every file the checkpoint references, by scope (facts §5.2), so that a reader can
 answer "what does this checkpoint need" without decoding any state. A HANDLE is either
 ``{"inline": VALUE, "bytes": n}`` (state under the inlining threshold, kept in ``_metadata``) or
-``{"file": PATH, "scope": "exclusive"|"shared", "bytes": n, "sha256": HEX}``. PATH is relative to
-the checkpoint directory for exclusive files without entropy and absolute otherwise (facts §5.2).
+``{"file": PATH, "scope": "exclusive"|"shared", "bytes": n, "sha256": HEX}``. PATH (in ``files`` too)
+is relative to the checkpoint directory (the one holding ``_metadata``) for every file under the
+storage root (``x``, ``../shared/x``; with entropy ``../../../Xy12/ckpts/<job>/shared/x``), so a moved
+directory still restores, like Flink's relocatable savepoints; absolute only for a file outside the
+root. Older metadata with absolute paths (Flink's rule, facts §5.2) is read as it is.
 VALUEs and file contents are reference.storage_codec JSON. ``key_groups`` is present when keyed
 state was written per key group (incremental); ``channels`` holds ``{"input": ..., "output": ...}``.
 """

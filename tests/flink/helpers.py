@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import hashlib
+import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,3 +19,26 @@ NEEDS_FLINK = pytest.mark.skipif(
 )
 # PyFlink 2.x warns about its own deprecated APIs while it imports; not ours to fix.
 FLINK_MARKS = [pytest.mark.flink, pytest.mark.slow, NEEDS_FLINK, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+
+def tree(root: Path) -> dict[str, str]:
+    """sha256 of every file under root (what the destructive-operations tests compare before and after)."""
+    return {os.path.join(d, f): hashlib.sha256(Path(d, f).read_bytes()).hexdigest()
+            for d, _, files in os.walk(root) for f in files}
+
+
+def restore_each(graph: Path, checkpoints: list[str], scratch: Path, opts: Callable[..., Any]) -> list[int]:
+    """Start a Flink job from each checkpoint (default no_claim: Flink never changes the snapshot),
+    each with its own checkpoint and sink directories under ``scratch``; return the restored ids.
+    A restore succeeded when Flink reports the job restored from that checkpoint and it finished.
+    (FileSink resumes the in-progress part files the checkpoint names, in the sink directory of the
+    run that wrote it: restores from older checkpoints change that run's output, not its checkpoints.)"""
+    from flink_bridge import runner
+
+    ids = []
+    for n, path in enumerate(checkpoints):
+        work = scratch / f"r{n}"
+        run = runner.run(graph, work, opts(work / "checkpoints", restore=path))
+        assert [j.stats.state for j in run.jobs] == ["FINISHED"], (path, [j.stats.state for j in run.jobs])
+        ids.append(int((run.jobs[0].stats.restored or {}).get("id", -1)))
+    return ids

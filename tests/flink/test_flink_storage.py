@@ -3,7 +3,11 @@ shared/ may be deleted. An earlier run of the same job id crashed and was abando
 directories removed, its shared/ files left behind); the job then ran again from scratch with the
 same id, in the same directory, and failed keeping its retained checkpoints. Orphans must be
 exactly what no retained checkpoint references: all the abandoned files, never a referenced one.
-The proof that nothing needed was deleted is a restore after deleting the orphans."""
+The proof that nothing needed was deleted is a restore after deleting the orphans: every retained
+checkpoint is restored by Flink itself (a job started from it that finishes), on RocksDB incremental
+and on hashmap directories. A copy of a RocksDB directory names the original's absolute paths in its
+``_metadata``: ``storage ls`` must not call it restorable, and Flink indeed cannot restore it once
+the original is gone."""
 
 from __future__ import annotations
 
@@ -18,7 +22,9 @@ from typer.testing import CliRunner
 from cli import app
 from flink_bridge import RunOptions, runlog, runner
 from flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
-from tests.flink.helpers import EXAMPLES, FLINK_MARKS
+from model.errors import CutcheckError
+from reference.storage_scope import QUARANTINE_DIR
+from tests.flink.helpers import EXAMPLES, FLINK_MARKS, restore_each, tree
 
 pytestmark = FLINK_MARKS
 
@@ -79,13 +85,20 @@ def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None
     assert all(os.path.basename(os.path.dirname(f)) == "shared" for f in refs.files["shared"])
     assert all(os.path.dirname(f) == latest for f in refs.files["exclusive"])
 
-    # A copied directory still names absolute paths of the original in _metadata: they are re-rooted.
+    # A copied directory still names absolute paths of the original in _metadata: not restorable from
+    # the copy (it depends on the original), yet the copy's own files are kept (re-rooted), never orphans.
     moved = tmp_path / "moved" / "checkpoints"
     shutil.copytree(ck, moved)
     copy = inspect_flink(moved)
     assert {os.path.relpath(f, moved) for f in copy.orphans} == {os.path.relpath(f, ck) for f in orphans}
-    assert all(not c.missing and all(f.startswith(str(moved)) for fs in c.files.values() for f in fs)
-               for c in copy.checkpoints)
+    assert copy.checkpoints and all(not c.restorable and c.outside and not c.missing for c in copy.checkpoints)
+    own = {f for f in copy.referenced | set(copy.rerooted) if f.startswith(str(moved) + os.sep)}
+    assert copy.rerooted and {os.path.relpath(f, moved) for f in own} == {os.path.relpath(f, ck) for f in referenced}
+    ls_copy = CliRunner().invoke(app, ["storage", "ls", str(moved)])
+    assert ls_copy.exit_code == 1 and "NOT RESTORABLE" in ls_copy.stdout and "│ ok" not in ls_copy.stdout, ls_copy.output
+    copy_before = tree(moved)
+    refused = CliRunner().invoke(app, ["storage", "orphans", str(moved), "--delete", "--min-age", "0"])
+    assert refused.exit_code == 2 and "not restorable" in refused.stderr and tree(moved) == copy_before
 
     # The storage CLI reads the same directory through this reader: same checkpoints, same orphans.
     ls = CliRunner().invoke(app, ["storage", "ls", str(ck), "--json", str(tmp_path / "ls.json")])
@@ -93,18 +106,80 @@ def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None
     assert [c["key"] for c in json.loads((tmp_path / "ls.json").read_text())["checkpoints"]] == [c.key for c in listing.checkpoints]
     assert "chk-" in ls.output and "shared/" in ls.output
     dry = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--json", str(tmp_path / "dry.json")])
-    assert dry.exit_code == 0, dry.output
+    assert dry.exit_code == 0, dry.output  # the default --min-age (1h): everything here is too young
+    assert json.loads((tmp_path / "dry.json").read_text())["orphans"] == [] and "too young" in dry.stdout
+    dry = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--min-age", "0", "--json", str(tmp_path / "dry.json")])
     assert set(json.loads((tmp_path / "dry.json").read_text())["orphans"]) == orphans
 
     # Delete the orphans (the CLI), then restore the latest retained checkpoint into the same sink
     # directory: the second run's committed files plus the continuation must hold every record once.
-    gone = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--delete", "--json", str(tmp_path / "rm.json")])
+    before = tree(ck)
+    gone = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--delete", "--min-age", "0",
+                                    "--json", str(tmp_path / "rm.json")])
     assert gone.exit_code == 0, gone.output
     assert set(json.loads((tmp_path / "rm.json").read_text())["removed"]) == orphans
     assert not any(os.path.exists(f) for f in orphans) and all(os.path.exists(f) for f in referenced)
-    third = runner.run(GRAPH, second.work, _opts(ck, restore=latest))
+    after = tree(ck)
+    assert {p: h for p, h in after.items() if QUARANTINE_DIR not in p} == \
+        {p: h for p, h in before.items() if p not in orphans}, "nothing but the orphans moved"
+    third = runner.run(GRAPH, second.work, _opts(tmp_path / "after-delete", restore=latest))
     assert [j.stats.state for j in third.jobs] == ["FINISHED"]
     assert (third.jobs[0].stats.restored or {}).get("id") == refs.id
     verdict, rows = runlog.verdict(third.graph, third)
     assert verdict.ok, verdict.to_json()
     assert rows == RECORDS
+    # Then every other retained checkpoint. (Last: FileSink resumes the in-progress part files its
+    # state names, in the second run's sink directory, so these restores write to that output.)
+    older = [c for c in listing.checkpoints if c.path != latest]
+    assert restore_each(GRAPH, [c.path for c in older], tmp_path / "restores", _opts) == [c.id for c in older]
+    assert tree(ck) == after, "a restore in no_claim mode never changes the checkpoint it starts from"
+
+    # The copy, once the original is gone: ls names the missing files, --delete refuses, and Flink
+    # itself cannot restore it (it reads the absolute paths its _metadata names).
+    shutil.rmtree(ck)
+    ls_gone = CliRunner().invoke(app, ["storage", "ls", str(moved)])
+    assert ls_gone.exit_code == 1 and "MISSING" in ls_gone.stdout, ls_gone.output
+    forced = CliRunner().invoke(app, ["storage", "orphans", str(moved), "--delete", "--min-age", "0", "--force"])
+    assert forced.exit_code == 0 and "warning (--force)" in forced.stdout, forced.output
+    kept = {os.path.join(moved, os.path.relpath(f, ck)) for f in referenced}
+    assert all(os.path.exists(f) for f in kept), "--force moves orphans only: the copy's own state stays"
+    try:
+        broken = runner.run(GRAPH, tmp_path / "from-copy", _opts(tmp_path / "from-copy" / "ck", restore=str(
+            moved / JOB / os.path.basename(latest)), restart=False, timeout_s=180.0))
+        restored, why = [j.stats.state for j in broken.jobs] == ["FINISHED"], "finished"
+    except CutcheckError as exc:  # the job failed while restoring its state (or Flink refused it)
+        restored, why = False, str(exc)
+    assert not restored and ("ended FAILED" in why or "did not accept" in why), \
+        f"Flink restored a copy whose _metadata names files that are gone ({why})"
+
+
+def test_orphans_delete_then_every_retained_checkpoint_restores_on_hashmap(tmp_path: Path) -> None:
+    """The heap (hashmap) backend with nothing inlined: exclusive files in chk-N only. Planted leftovers
+    go to the quarantine, nothing else changes, and Flink restores each retained checkpoint."""
+    ck = tmp_path / "checkpoints"
+    opts = RunOptions(incremental=False, inline_threshold="0b", checkpoint_dir=str(ck), records=RECORDS, retained=2,
+                      fail_after=3, restart=False, job_id=JOB)
+    first = runner.run(GRAPH, tmp_path / "first", opts)
+    assert [j.stats.state for j in first.jobs] == ["FAILED"]
+    planted = [ck / JOB / "shared" / "left-behind", ck / JOB / "chk-999" / "aborted-state",
+               ck / JOB / "chk-998" / "_metadata.inprogress", ck / "stray.txt"]
+    for p in planted:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text("stale")
+    listing = inspect_flink(ck)
+    assert len(listing.checkpoints) == 2 and all(c.restorable and c.files["exclusive"] for c in listing.checkpoints)
+    assert {str(p) for p in planted} <= set(listing.orphans) and not set(listing.orphans) & listing.referenced
+    before = tree(ck)
+    gone = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--delete", "--min-age", "0",
+                                    "--json", str(tmp_path / "rm.json")])
+    assert gone.exit_code == 0, gone.output
+    moved = set(json.loads((tmp_path / "rm.json").read_text())["removed"])
+    assert moved == set(listing.orphans)
+    after = tree(ck)
+    assert {p: h for p, h in after.items() if QUARANTINE_DIR not in p} == {p: h for p, h in before.items() if p not in moved}
+    assert CliRunner().invoke(app, ["storage", "ls", str(ck)]).exit_code == 0
+    ids = restore_each(GRAPH, [c.path for c in listing.checkpoints], tmp_path / "restores",
+                       lambda c, **kw: RunOptions(incremental=False, inline_threshold="0b", checkpoint_dir=str(c),
+                                                  records=RECORDS, retained=2, **kw))
+    assert ids == [c.id for c in listing.checkpoints]
+    assert tree(ck) == after

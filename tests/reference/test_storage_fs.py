@@ -96,10 +96,10 @@ def test_layout_metadata_last_and_every_file_listed(tmp_path: Path) -> None:
     assert log[-1] == ("commit", str(job / "chk-1" / "_metadata"))  # the rename is the last operation
     meta = json.loads((job / "chk-1" / "_metadata").read_text())
     assert meta["format"] == "cutcheck-checkpoint/1" and meta["checkpoint"] == 1 and meta["job"] == JOB
-    listed = {str(job / "chk-1" / f) for f in meta["files"]["exclusive"]} | set(meta["files"]["shared"])
+    listed = {os.path.normpath(job / "chk-1" / f) for fs in meta["files"].values() for f in fs}
     assert listed == files_under(str(job)) - {str(job / "chk-1" / "_metadata")}
-    assert all(not os.path.isabs(f) for f in meta["files"]["exclusive"])  # exclusive, no entropy: relative
-    assert all(os.path.isabs(f) for f in meta["files"]["shared"])  # shared: absolute (facts §5.2)
+    assert all(not os.path.isabs(f) for f in meta["files"]["exclusive"])  # inside chk-1: its name
+    assert meta["files"]["shared"] and all(f.startswith("../shared/") for f in meta["files"]["shared"])  # relocatable
     assert norm(load_checkpoint(str(job / "chk-1"))) == norm(done)
 
 

@@ -11,9 +11,11 @@ import tempfile
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from model.errors import StorageError
 from reference import Scenario, simulate
 from reference.storage import CompletedCheckpoint
 from reference.storage_config import StorageConfig
@@ -132,6 +134,10 @@ def test_orphans_never_lists_a_referenced_file(history: tuple[list[str], list[st
             os.makedirs(os.path.dirname(full), exist_ok=True)
             Path(full).write_text("x")
             planted.add(full)
+        if not any(f.endswith(os.sep + "_metadata") for f in files_under(root)):
+            with pytest.raises(StorageError, match="no _metadata of a completed checkpoint"):
+                inspect(root)  # nothing completed: no file can be called an orphan
+            return
         listing = inspect(root)
         referenced = listing.referenced | {os.path.join(c.path, "_metadata") for c in listing.checkpoints}
         assert not set(listing.orphans) & referenced
