@@ -12,6 +12,7 @@ from typing import Any
 import typer
 
 from cli import app, out, table, user_errors, write_json
+from model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
 app.add_typer(storage_app, name="storage")
@@ -35,27 +36,28 @@ def _say(text: str) -> None:
     out.print(text, soft_wrap=True, highlight=False, markup=False)
 
 
-def _reader(directory: str) -> Any:
-    """cutcheck's own _metadata is JSON; anything else is read as Flink's, through flink_bridge."""
-    from reference.storage_meta import referenced_files
+READERS = ("python", "flink")
+_READER_HELP = ("How Flink's binary _metadata is read: 'python' (default; no Java, no PyFlink) or 'flink' (Flink's own "
+                "loader through PyFlink's Java gateway, a cross-check; needs the flink extra). cutcheck's JSON _metadata "
+                "is read the same either way.")
 
-    try:
-        with open(os.path.join(directory, "_metadata"), "rb") as fh:
-            first = fh.read(1)
-    except OSError:
-        first = b"{"
-    if first == b"{":
-        return referenced_files(directory)
-    from flink_bridge.checkpoints import any_referenced_files
 
-    return any_referenced_files(directory)
+def _reader(name: str) -> Callable[[str], Any]:
+    """The per-checkpoint reader: both answer cutcheck's JSON _metadata themselves and differ only on Flink's."""
+    if name not in READERS:
+        raise CutcheckError(f"--reader {name!r} is not one of {', '.join(READERS)}.")
+    if name == "flink":
+        from flink_bridge.checkpoints import any_referenced_files
+    else:
+        from flink_bridge.metadata_reader import any_referenced_files
+    return any_referenced_files
 
 
 def _storage_listing(directory: Path, entropy_key: str, entropy_length: int, keep: list[Path] | None = None,
-                     min_age: float = 0.0) -> Any:
+                     min_age: float = 0.0, reader: str = "python") -> Any:
     from reference.storage_inspect import inspect
 
-    return inspect(directory, _reader, entropy=entropy_key or None, entropy_length=entropy_length,
+    return inspect(directory, _reader(reader), entropy=entropy_key or None, entropy_length=entropy_length,
                    keep=[str(k) for k in keep or []], min_age=min_age)
 
 
@@ -110,13 +112,14 @@ def storage_ls(
     keep: list[Path] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
     entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
     entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
+    reader: str = typer.Option("python", "--reader", help=_READER_HELP),
 ) -> None:
     """Checkpoints with their sizes, and for each shared file the checkpoints that reference it.
 
     A checkpoint is restorable when every file its _metadata names exists, at the path a restore
     reads (absolute as written, or relative to the _metadata), inside the checkpoint base or a
     --keep-referenced-by directory. Exit 1 when one is not (the first missing files are named)."""
-    listing = _storage_listing(directory, entropy_key, entropy_length, keep)
+    listing = _storage_listing(directory, entropy_key, entropy_length, keep, reader=reader)
     jobs, name = _namer(listing)
     rows = [[name(c.path), _bytes(c.size), _bytes(c.new_size), f"{len(c.files['exclusive'])} / {len(c.files['shared'])}",
              _bytes(c.inlined_bytes), _status(c)] for c in listing.checkpoints]
@@ -130,6 +133,8 @@ def storage_ls(
                           ", ".join(by_path[k] for k in keys)] for f, keys in listing.shared.items()]))
     for c in listing.not_restorable:
         _say(_why_not(c, name, listing) + ".")
+    for u in listing.unreadable:  # the reader's sentence: which version or handle type it does not know
+        _say(f"UNREADABLE, so not known to be restorable: {listing.why_unreadable.get(u, u)}")
     note = _context_note(listing)
     _say(f"{len(listing.checkpoints)} checkpoint(s), {len(listing.shared)} shared file(s), "
          f"{len(listing.orphans)} orphan(s)" + (f" (cutcheck storage orphans {directory})" if listing.orphans else "")
@@ -137,7 +142,7 @@ def storage_ls(
          + (f", {len(listing.not_restorable)} NOT RESTORABLE" if listing.not_restorable else "")
          + (f"; {note}" if note else ""))
     write_json(json_path, listing.to_json())
-    raise typer.Exit(1 if listing.not_restorable else 0)
+    raise typer.Exit(1 if listing.not_restorable or listing.unreadable else 0)
 
 
 @storage_app.command("orphans")
@@ -152,6 +157,7 @@ def storage_orphans(
     json_path: Path = typer.Option(None, "--json", help="Write the orphans (and what was moved) as JSON."),
     entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
     entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
+    reader: str = typer.Option("python", "--reader", help=_READER_HELP),
 ) -> None:
     """Files under DIR that nothing references: leftovers of crashed or abandoned runs and of aborted
     checkpoints. Kept: every file named by any _metadata under DIR, under the other jobs of its
@@ -164,10 +170,12 @@ def storage_orphans(
     from reference.storage_quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
-    listing = _storage_listing(directory, entropy_key, entropy_length, keep, age)
+    listing = _storage_listing(directory, entropy_key, entropy_length, keep, age, reader=reader)
     if listing.unreadable:
-        raise StorageError(f"{listing.unreadable[0]}: unreadable checkpoint metadata; it may reference any file, so "
-                           f"no file can be called an orphan. Fix or remove it first.")
+        first = listing.unreadable[0]
+        why = listing.why_unreadable.get(first, f"{first}: unreadable checkpoint metadata").rstrip(".")
+        raise StorageError(f"{why}; that _metadata may reference any file, so no file is called an orphan and "
+                           "nothing is deleted: fix or remove it first.")
     jobs, name = _namer(listing)
     broken = listing.not_restorable
     if delete and broken and not force:

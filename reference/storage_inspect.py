@@ -117,6 +117,7 @@ class CheckpointListing:
     rerooted: list[str] = field(default_factory=list)  # files kept because a moved _metadata names their old place
     scope: list[str] = field(default_factory=list)  # where a restorable checkpoint's files may be
     data_roots: list[str] = field(default_factory=list)  # where orphans may be (the root, entropy roots)
+    why_unreadable: dict[str, str] = field(default_factory=dict)  # unreadable _metadata -> the reader's sentence
 
     @property
     def referenced(self) -> set[str]:
@@ -193,14 +194,16 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     others = [*context_metadata(target), *(m for k in keep for m in keep_metadata(str(k)))]
     checkpoints: list[CheckpointInfo] = []
     unreadable: list[str] = []
+    why_unreadable: dict[str, str] = {}
     kept: set[str] = {*metas, *others}
     candidates: set[str] = set()
     for meta in [*metas, *others]:
         directory = os.path.dirname(meta)
         try:
             refs = reader(directory)
-        except StorageError:
+        except StorageError as exc:
             unreadable.append(meta)
+            why_unreadable[meta] = str(exc)
             continue
         by_scope = {sc: sorted({os.path.realpath(p) for p in refs.files.get(sc, [])}) for sc in SCOPES}
         every = [p for paths in by_scope.values() for p in paths]
@@ -233,7 +236,7 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
             if f not in skip:
                 (young if min_age > 0 and _mtime(f) > limit else orphans).append(f)
     return CheckpointListing(meta_root, checkpoints, dict(sorted(shared.items())), orphans, taskowned, unreadable,
-                             target.base, young, others, rerooted, scope, sorted(data_roots))
+                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable)
 
 
 def _mtime(path: str) -> float:

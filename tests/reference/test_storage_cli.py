@@ -113,9 +113,10 @@ def test_bad_directories_are_one_sentence_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "d" / JOB / "chk-1"
     bad.mkdir(parents=True)
     (bad / "_metadata").write_text('{"format": "something else"}')
-    assert_user_error(runner.invoke(app, ["storage", "orphans", str(tmp_path / "d")]), "unreadable checkpoint metadata")
-    ls = runner.invoke(app, ["storage", "ls", str(tmp_path / "d")])
-    assert ls.exit_code == 0 and "unreadable" in ls.stdout and "1 unreadable _metadata" in ls.stdout
+    assert_user_error(runner.invoke(app, ["storage", "orphans", str(tmp_path / "d")]), "not a cutcheck checkpoint",
+                      "no file is called an orphan")
+    ls = runner.invoke(app, ["storage", "ls", str(tmp_path / "d")])  # an unreadable checkpoint is not vouched for
+    assert ls.exit_code == 1 and "UNREADABLE" in ls.stdout and "1 unreadable _metadata" in ls.stdout
 
 
 def test_simulate_restores_from_an_earlier_runs_checkpoint(tmp_path: Path) -> None:
