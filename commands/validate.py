@@ -2,41 +2,93 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import typer
-from rich.table import Table
 
-from cli import app, err, out, table, user_errors, write_json
+from cli import app, err, out, show, table, user_errors, write_json
 from model.errors import CutcheckError
 
 logs_app = typer.Typer(help="Make recovery logs (synthetic, with planted faults).", no_args_is_help=True)
 app.add_typer(logs_app, name="logs")
 
+T = TypeVar("T")
 
-def _validation_table(report: Any) -> Table:
+COLUMNS_HELP = (
+    "Names of the columns of a header-less CSV output (Flink's csv format writes no header), in file "
+    "order, comma-separated; names cutcheck does not know are ignored. cutcheck's Flink sink files: "
+    "--columns rid,key,value,count,split,offset,subtask. Applies to the output dataset only."
+)
+INPUT_COLUMNS_HELP = "Like --columns, for a header-less CSV input dataset."
+
+
+@contextmanager
+def _interruptible() -> Iterator[None]:
+    """Ctrl-C: one line and exit 130, after Spark's JVM is stopped (so nothing is left writing)."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        err.print("interrupted", markup=False, highlight=False)
+        raise typer.Exit(130) from None
+
+
+def _spark(fn: Callable[[], T]) -> T:
+    """Run Spark work: its failures become one sentence (exit 2), Ctrl-C one line (exit 130)."""
+    from spark_validation import session
+    from spark_validation.guard import spark_guard
+
+    own_jvm = not session.jvm_started()  # started by this command: stopped by it, so its scratch goes too
+    with _interruptible(), spark_guard():
+        try:
+            return fn()
+        finally:
+            if own_jvm:
+                session.stop_jvm()
+
+
+def _sample(report: Any, check: str) -> str:
+    if check == "null_rid":
+        d = report.details
+        return f"input {d.get('null_rid_input_rows', 0)}, output {d.get('null_rid_output_rows', 0)} rows"
+    key = "pending" if check == "lost" and report.prefix else check
+    return ", ".join(str(r) for r in report.samples.get(key, [])[:5])
+
+
+def _result(report: Any, check: str) -> str:
+    status = report.status(check)
+    if status == "skipped":
+        return f"skipped ({report.checks_skipped[check]})"
+    if status == "pending":
+        return f"pending: {report.pending} (not yet delivered; not lost in an incomplete run)"
+    return "ok" if status == "ok" else f"FAULT: {report.count(check)}"
+
+
+def _show_validation(report: Any) -> None:
+    """The verdict on one line (never folded), then one row per check with the rows it examined."""
     from spark_validation import CHECKS
 
-    rows = []
-    for check in CHECKS:
-        if check in report.checks_skipped:
-            rows.append([check, f"skipped: {report.checks_skipped[check]}", ""])
-            continue
-        n = report.count(check)
-        sample = ", ".join(str(r) for r in report.samples.get(check, [])[:5])
-        rows.append([check, "ok" if n == 0 else f"FAULT: {n}", sample])
-    verdict = "exactly-once holds" if report.ok else "exactly-once VIOLATED"
-    title = f"validate: {verdict}\n{report.records_in} records in, {report.records_out} out, {report.seconds:.1f} s"
-    return table(title, ["check", "result", "sample rids"], rows)
+    rows = [[c, _result(report, c), report.examined.get(c, 0), _sample(report, c)] for c in CHECKS]
+    title = (f"validate: {report.verdict()}\n{report.records_in} records in, {report.records_out} out, "
+             f"{report.seconds:.1f} s; 'rows examined' is how many rows each check looked at")
+    show(title, ["check", "result", "rows examined", "sample rids"], rows)
 
 
 @app.command("validate")
 @user_errors
 def validate_cmd(
     run_dir: Path = typer.Argument(None, help="A run directory holding input/ and output/ (and run.json)."),
-    input_path: Path = typer.Option(None, "--input", help="Input dataset: Parquet, CSV (with header) or JSON lines."),
-    output_path: Path = typer.Option(None, "--output", help="Output dataset: Parquet, CSV (with header) or JSON lines."),
+    input_path: Path = typer.Option(None, "--input", help="Input dataset: Parquet, CSV or JSON lines."),
+    output_path: Path = typer.Option(None, "--output", help="Output dataset: Parquet, CSV or JSON lines."),
+    columns: str = typer.Option(None, "--columns", "--output-columns", help=COLUMNS_HELP),
+    input_columns: str = typer.Option(None, "--input-columns", help=INPUT_COLUMNS_HELP),
+    prefix: bool = typer.Option(
+        None, "--prefix/--complete",
+        help="Judge the output as the prefix of an unfinished run (records not yet delivered are pending, "
+             "not lost), or as a finished run. Default: a prefix when run.json says \"complete\": false.",
+    ),
     master: str = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
     driver_memory: str = typer.Option(None, "--driver-memory", help="Spark driver memory, e.g. 4g."),
     sample: int = typer.Option(20, "--sample", min=0, help="Offending rids kept per check."),
@@ -44,17 +96,29 @@ def validate_cmd(
 ) -> None:
     """Check recovery logs for exactly-once with Spark: nothing lost, duplicated or invented, order kept.
 
-    Exit 0 when every check that ran holds, 1 when a check finds a fault, 2 on bad input.
+    Exit 0 when every check that ran holds, 1 when a check finds a fault, 2 on bad input (an empty input or output: "nothing to check"; a rid that is not an integer; header-less CSV without --columns), 130 on Ctrl-C.
+
+    A check that examined no row is shown as skipped with the reason, never as ok, and every check shows how many rows it examined. Rows without a rid are their own fault, null_rid. A run whose run.json says "complete": false is judged as a prefix: duplicates and phantoms are faults, records not yet delivered are "pending", not lost.
+
+    Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input).
     """
-    from spark_validation import validate as run_validate
+    from model.outputs import check_output_file, mark
 
     if run_dir is None and (input_path is None or output_path is None):
         raise CutcheckError("give a run directory, or both --input and --output.")
-    with err.status("Spark is checking the logs (lost, duplicated, phantom, counts, order, commits)..."):
-        report = run_validate(run_dir, input=input_path, output=output_path, master=master,
-                              driver_memory=driver_memory, sample=sample)
-    out.print(_validation_table(report))
-    write_json(json_path, report.to_dict())
+    check_output_file(json_path, option="--json")
+
+    def work() -> Any:
+        from spark_validation import validate as run_validate
+
+        with err.status("Spark is checking the logs (lost, duplicated, phantom, counts, order, commits)..."):
+            return run_validate(run_dir, input=input_path, output=output_path, master=master,
+                                driver_memory=driver_memory, sample=sample, input_columns=input_columns,
+                                output_columns=columns, prefix=prefix)
+
+    report = _spark(work)
+    _show_validation(report)
+    write_json(json_path, mark(report.to_dict()))
     raise typer.Exit(0 if report.ok else 1)
 
 
@@ -75,16 +139,25 @@ def logs_synth(
     fmt: str = typer.Option("parquet", "--format", help="parquet, csv or json (JSON lines)."),
     master: str = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
     driver_memory: str = typer.Option(None, "--driver-memory", help="Spark driver memory, e.g. 4g."),
-    force: bool = typer.Option(False, "--force", help="Replace OUT if it exists."),
+    force: bool = typer.Option(
+        False, "--force", help="Replace OUT if it is a run directory cutcheck wrote (never any other directory)."
+    ),
 ) -> None:
-    """Generate input/output logs with Spark, with exactly known planted faults (OUT/planted.json)."""
-    from spark_validation import synthesize
+    """Generate input/output logs with Spark, with exactly known planted faults (OUT/planted.json).
 
-    with err.status(f"Spark is writing {records} records to {out_dir}..."):
-        planted = synthesize(out_dir, records, keys=keys, splits=splits, dup_rate=dup_rate, loss_rate=loss_rate,
-                             reorder_rate=reorder_rate, phantoms=phantoms, count_gaps=count_gaps,
-                             double_commits=double_commits, seed=seed, format=fmt, master=master,
-                             driver_memory=driver_memory, force=force)
+    OUT must be a new path, or a run directory cutcheck wrote together with --force; the working directory, its parents, files and other directories are refused before any work. The logs are written into a hidden sibling that is renamed into place at the end, and removed on failure or Ctrl-C.
+    """
+
+    def work() -> Any:
+        from spark_validation import synthesize
+
+        with err.status(f"Spark is writing {records} records to {out_dir}..."):
+            return synthesize(out_dir, records, keys=keys, splits=splits, dup_rate=dup_rate, loss_rate=loss_rate,
+                              reorder_rate=reorder_rate, phantoms=phantoms, count_gaps=count_gaps,
+                              double_commits=double_commits, seed=seed, format=fmt, master=master,
+                              driver_memory=driver_memory, force=force)
+
+    planted = _spark(work)
     rows = [[k, v] for k, v in planted.faults().items()]
     title = f"planted in {planted.path}\n{planted.records} records in, {planted.output_rows} rows out ({planted.format})"
     out.print(table(title, ["fault", "planted"], rows))

@@ -36,13 +36,15 @@ dropped before ``collect()``. (Fault rows are few in healthy logs; when nearly e
 faulty, that window sorts them in one task per check.)
 
 Rows lacking a column a check groups or orders by (a null key, split, offset, commit_seq, lane
-or counter) are left out of that check; a null ``count`` is a bad count.
+or counter) are left out of that check; a null ``count`` is a bad count. How many rows each output
+check examined is observed in its branch (``Plan.examined``), so that a check that examined none
+is reported as skipped, never as holding. Rows without a rid are the ``null_rid`` fault.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
@@ -51,8 +53,10 @@ from model import logschema
 
 from .report import CHECKS
 
-RID_CHECKS = ("lost", "duplicated", "phantom")
-NULL_RID = "null_rid"  # input rows without a rid: malformed data, reported by the caller as an error
+RID_CHECKS = ("lost", "duplicated", "phantom", "null_rid")
+NULL_RID = "null_rid"  # rows (input or output) without a rid: a fault class of their own
+PENDING = "pending"  # the rid branch's "lost" when the output is the prefix of an unfinished run
+EXAMINED = "examined"
 _LOW32 = 0xFFFFFFFF
 
 
@@ -61,7 +65,9 @@ class Plan:
     checks_run: tuple[str, ...]
     checks_skipped: dict[str, str]
     frame: DataFrame  # the fault rows, ranked and capped; collect() it once
-    records: Observation  # records_in / records_out, filled in by that same collect()
+    records: Observation  # records_in / records_out / null_in / null_out, filled in by that same collect()
+    # per output check: rows it examined (EXAMINED) and, per column it needs, rows with a value
+    examined: dict[str, Observation] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,10 +97,18 @@ def _faults(check: Column | str, rid: Column, rows: Column, *details: Column) ->
     ]
 
 
-def rid_branch(inp: DataFrame, out: DataFrame, records: Observation | None = None) -> DataFrame:
-    """lost / duplicated / phantom, by one aggregation of the tagged union of input and output.
+def rid_branch(
+    inp: DataFrame, out: DataFrame, records: Observation | None = None, lost: str = "lost"
+) -> DataFrame:
+    """lost / duplicated / phantom / null_rid, by one aggregation of the tagged union of input and output.
 
-    ``records``, when given, observes the input and output row counts on the way (same pass).
+    ``records``, when given, observes the input and output row counts (and those without a rid) on
+    the way (same pass). ``lost`` names what an undelivered copy is: "lost", or "pending" when the
+    output is the prefix of a run that has not finished.
+
+    Rows without a rid all fall into the group of the null rid: its input rows are ``I`` and its
+    output rows ``A`` exactly as for any rid, and they are reported together as ``null_rid``
+    (``d1`` input rows, ``d2`` output rows), never as lost or phantom.
     """
     copies = (
         F.greatest(F.coalesce(F.col("copies"), F.lit(1)), F.lit(0)) if "copies" in inp.columns else F.lit(1)
@@ -103,27 +117,39 @@ def rid_branch(inp: DataFrame, out: DataFrame, records: Observation | None = Non
         out.select("rid", _lit(1).alias("x"))
     )
     if records is not None:  # an output row is the only one tagged 1 (copies << 32 never is)
+        is_out, no_rid = F.col("x") == 1, F.col("rid").isNull()
         tagged = tagged.observe(
             records,
-            F.count(F.when(F.col("x") != 1, 1)).alias("records_in"),
-            F.count(F.when(F.col("x") == 1, 1)).alias("records_out"),
+            F.count(F.when(~is_out, 1)).alias("records_in"),
+            F.count(F.when(is_out, 1)).alias("records_out"),
+            F.count(F.when(~is_out & no_rid, 1)).alias("null_in"),
+            F.count(F.when(is_out & no_rid, 1)).alias("null_out"),
         )
     per_rid = tagged.groupBy("rid").agg(F.sum("x").alias("s"), F.count(F.lit(1)).alias("n"))
     expected = F.shiftright(F.col("s"), 32)
     found = F.col("s").bitwiseAND(F.lit(_LOW32))
     in_rows = F.col("n") - found
+    null = F.col("rid").isNull()
     check = (
-        F.when(F.col("rid").isNull() & (in_rows > 0), F.lit(NULL_RID))
+        F.when(null, F.lit(NULL_RID))
         .when(in_rows == 0, F.lit("phantom"))
-        .when(found < expected, F.lit("lost"))
+        .when(found < expected, F.lit(lost))
         .when(found > expected, F.lit("duplicated"))
     )
-    rows = (
-        F.when(F.col("rid").isNull() & (in_rows > 0), in_rows)
-        .when(in_rows == 0, found)
-        .otherwise(F.abs(found - expected))
-    )
-    return per_rid.select(*_faults(check, F.col("rid"), rows)).where(F.col("check").isNotNull())
+    rows = F.when(null, F.col("n")).when(in_rows == 0, found).otherwise(F.abs(found - expected))
+    details = (F.when(null, in_rows).otherwise(0), F.when(null, found).otherwise(0))
+    return per_rid.select(*_faults(check, F.col("rid"), rows, *details)).where(F.col("check").isNotNull())
+
+
+def _examined(out: DataFrame, check: str, columns: Sequence[str]) -> tuple[DataFrame, Observation]:
+    """``out`` observed: how many rows have each of ``columns``, and all of them (the rows ``check``
+    examines), counted by the same tasks that read them for the check."""
+    obs = Observation(f"examined_{check}")
+    every = F.lit(True)
+    for c in columns:
+        every = every & F.col(c).isNotNull()
+    metrics = [F.count(F.col(c)).alias(c) for c in columns]
+    return out.observe(obs, F.count(F.when(every, 1)).alias(EXAMINED), *metrics), obs
 
 
 def count_branch(out: DataFrame) -> DataFrame:
@@ -187,14 +213,28 @@ def _missing(columns: Sequence[str], needed: Sequence[str]) -> list[str]:
     return [c for c in needed if c not in columns]
 
 
-def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
-    """Build (without running) the one job that computes every check that the columns allow."""
+def examined_columns(check: str, columns: Sequence[str]) -> tuple[str, ...]:
+    """The output columns a row needs a value in for ``check`` to examine it."""
+    needed = {
+        "count_gaps": ("key", "counter") if "counter" in columns else ("key",),
+        "reordered": ("key", "split", "offset", "commit_seq") + (("lane",) if "lane" in columns else ()),
+        "double_commits": ("txn", "commit_seq"),
+    }
+    return needed[check]
+
+
+def plan(inp: DataFrame, out: DataFrame, sample: int, prefix: bool = False) -> Plan:
+    """Build (without running) the one job that computes every check that the columns allow.
+
+    ``prefix``: the output is the prefix of an unfinished run; undelivered copies are "pending".
+    """
     needs = {name: logschema.CHECK_COLUMNS[name] for name in ("count_gaps", "reordered", "double_commits")}
     builders = {"count_gaps": count_branch, "reordered": order_branch, "double_commits": txn_branch}
     records = Observation("records")
-    branches = [rid_branch(inp, out, records)]
+    branches = [rid_branch(inp, out, records, lost=PENDING if prefix else "lost")]
     run: list[str] = list(RID_CHECKS)
     skipped: dict[str, str] = {}
+    examined: dict[str, Observation] = {}
     for check in CHECKS:
         if check in RID_CHECKS:
             continue
@@ -204,7 +244,8 @@ def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
             skipped[check] = f"output has no {cols} column" + ("s" if len(missing) > 1 else "")
             continue
         run.append(check)
-        branches.append(builders[check](out))
+        observed, examined[check] = _examined(out, check, examined_columns(check, out.columns))
+        branches.append(builders[check](observed))
     # One row of check NULL keeps the final stage non-empty: AQE replaces an empty stage's plan by
     # an empty relation, and the observed record counts would go with it.
     spark = inp.sparkSession
@@ -221,7 +262,7 @@ def plan(inp: DataFrame, out: DataFrame, sample: int) -> Plan:
         F.count(F.lit(1)).over(whole).alias("entries"),
         *[F.sum(c).over(whole).alias(f"t_{c}") for c in ("rows", "d1", "d2", "d3")],
     )
-    return Plan(tuple(run), skipped, ranked.where(F.col("rn") <= max(1, sample)), records)
+    return Plan(tuple(run), skipped, ranked.where(F.col("rn") <= max(1, sample)), records, examined)
 
 
 def summarise(rows: Sequence, sample: int) -> tuple[dict[str, Totals], dict[str, list[int]]]:

@@ -2,7 +2,8 @@
 
 A dataset is a file or a directory of part files (recursively; names starting with ``.`` or
 ``_`` are ignored, as Spark does). Its format comes from the file extensions: Parquet
-(``.parquet``, ``.pq``), CSV with a header (``.csv``) or JSON lines (``.json``, ``.jsonl``,
+(``.parquet``, ``.pq``), CSV (``.csv``: with a header, or header-less with the column names given
+by ``--columns``/``--input-columns``) or JSON lines (``.json``, ``.jsonl``,
 ``.ndjson``), each optionally compressed (``.gz`` ...). Paths are local (or on a filesystem
 mounted at the same path on every Spark worker): the format is decided by listing them.
 
@@ -22,7 +23,7 @@ from typing import IO, Any
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
+from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
 from model import logschema
 from model.errors import LogDataError
@@ -144,18 +145,6 @@ def _open_text(path: Path) -> IO[str]:
     return open(path, encoding="utf-8")  # noqa: SIM115 - closed by the caller's with
 
 
-def _csv_header(ds: Dataset) -> list[str] | None:
-    for f in ds.files:
-        try:
-            with _open_text(f) as fh:
-                line = fh.readline()
-        except (OSError, UnicodeDecodeError, EOFError) as exc:
-            raise LogDataError(f"{ds.name} dataset file {f} cannot be read as CSV text ({exc}).") from None
-        if line.strip():
-            return [c.strip().strip('"') for c in line.rstrip("\r\n").split(",")]
-    return None
-
-
 def _json_keys(ds: Dataset) -> list[str] | None:
     keys: dict[str, None] = {}
     for f in ds.files:
@@ -204,19 +193,22 @@ def _short(exc: BaseException) -> str:
     return root
 
 
-def _load(spark: SparkSession, ds: Dataset) -> DataFrame | None:
-    """The raw DataFrame of ``ds``, or None when it holds no data at all."""
+def _load(spark: SparkSession, ds: Dataset, columns: tuple[str, ...] | None, header: bool) -> DataFrame | None:
+    """The raw DataFrame of ``ds``, or None when it holds no data at all.
+
+    For CSV, ``columns`` are the names of its columns (its header's, or ``--columns`` when ``header``
+    is False: Flink's csv format writes none).
+    """
     path = str(ds.path)
     types = column_types(ds.name)
     if ds.format is None:
         return None
     if ds.format == "csv":
-        header = _csv_header(ds)
-        if header is None:
+        if columns is None:
             return None
         # The schema is taken from the header instead of inferred: inference is a full extra pass.
-        schema = StructType([StructField(c, types.get(c, StringType()), True) for c in header])
-        reader = spark.read.schema(schema).option("header", True).option("mode", "FAILFAST")
+        schema = StructType([StructField(c, types.get(c, StringType()), True) for c in columns])
+        reader = spark.read.schema(schema).option("header", header).option("mode", "FAILFAST")
         return reader.csv(path)
     if ds.format == "json":
         keys = _json_keys(ds)
@@ -231,12 +223,15 @@ def _load(spark: SparkSession, ds: Dataset) -> DataFrame | None:
         raise LogDataError(f"{ds.name} dataset {ds.path} is not readable Parquet ({_short(exc)}).") from None
 
 
-def read(spark: SparkSession, ds: Dataset) -> DataFrame:
+def read(
+    spark: SparkSession, ds: Dataset, columns: tuple[str, ...] | None = None, header: bool = True
+) -> DataFrame:
     """The dataset as a DataFrame of its schema columns (cast to the schema's types).
 
-    Raises LogDataError naming the first required column the dataset lacks.
+    Raises LogDataError naming the first required column the dataset lacks, or a `rid` column
+    that is not of an integer type.
     """
-    df = _load(spark, ds)
+    df = _load(spark, ds, columns, header)
     if df is None:  # no files, or files without a single row or header: a valid, empty dataset
         return spark.createDataFrame([], spark_schema(ds.name))
     present = set(df.columns)
@@ -246,6 +241,12 @@ def read(spark: SparkSession, ds: Dataset) -> DataFrame:
                 f"{ds.name} dataset {ds.path} has no `{col}` column, which validation needs "
                 f"(columns found: {', '.join(df.columns) or 'none'})."
             )
+    rid_type = df.schema["rid"].dataType
+    if not isinstance(rid_type, IntegralType):
+        raise LogDataError(
+            f"{ds.name} dataset {ds.path} stores `rid` as {rid_type.simpleString()}, not as integers; write rid "
+            "as an integer column (int64), since validate matches input and output records by integer rid."
+        )
     types = column_types(ds.name)
     cols = [F.col(f"`{c}`").cast(types[c]).alias(c) for c in types if c in present]
     return df.select(*cols)

@@ -9,20 +9,24 @@ traceback about a gateway; the user gets one sentence instead (:class:`Environme
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import hashlib
 import logging
 import math
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from model.errors import EnvironmentProblem
 
@@ -151,6 +155,7 @@ def build_session(
     ``driver_memory`` only takes effect when this call starts the JVM (Spark fixes it at launch).
     """
     find_java()
+    quiet_python_loggers()
     from pyspark.sql import SparkSession
 
     # Python workers (seed campaigns run the engine as Spark tasks) use this interpreter unless the
@@ -180,6 +185,7 @@ def build_session(
             "spark.driver.bindAddress", "127.0.0.1"
         )
     try:
+        quiet_launch(dict(builder._options))
         spark = builder.getOrCreate()
     except Exception as exc:  # PySpark raises its own runtime errors when the JVM cannot start
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -187,14 +193,114 @@ def build_session(
     # Task failures (unreadable files, for instance) reach the caller as exceptions that become
     # one sentence; Spark's own ERROR lines would repeat them as JVM stack traces.
     spark.sparkContext.setLogLevel("FATAL")
+    install_interrupt_handler()
     return spark
+
+
+def jvm_log() -> Path:
+    """Where the JVM's own stdout and stderr go (one file per process, removed at exit unless kept)."""
+    return Path(tempfile.gettempdir()) / f"cutcheck-spark-{os.getpid()}.log"
+
+
+_KEEP_LOG = False
+
+
+def keep_jvm_log() -> Path:
+    """Keep the JVM's log after exit (an error message names it) and return its path."""
+    global _KEEP_LOG
+    _KEEP_LOG = True
+    return jvm_log()
+
+
+def _remove_log() -> None:
+    if not _KEEP_LOG:
+        with contextlib.suppress(OSError):
+            jvm_log().unlink()
+
+
+def quiet_launch(options: dict[str, str]) -> None:
+    """Start Spark's JVM with its stdout and stderr in :func:`jvm_log`, not the user's terminal.
+
+    The JVM prints some lines itself before any logger is configured (``WARNING: Using incubator
+    modules``), so a log4j level alone cannot silence it. A JVM that already runs (or one given by
+    PYSPARK_GATEWAY_PORT) is left as it is.
+    """
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    conf = SparkConf(loadDefaults=False)
+    for k, v in options.items():
+        conf.set(k, str(v))
+    log = open(jvm_log(), "ab")  # noqa: SIM115 - the JVM holds it for the life of the process
+    atexit.register(_remove_log)
+    with SparkContext._lock:
+        if SparkContext._gateway is None:
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+            SparkContext._gateway = gateway
+            SparkContext._jvm = gateway.jvm
+    log.close()  # the child has its own descriptor
+
+
+# Set by the SIGINT handler: exceptions raised after it are consequences of the interruption.
+INTERRUPTED = threading.Event()
+
+
+def _on_sigint(signum: int, frame: Any) -> None:
+    INTERRUPTED.set()
+    raise KeyboardInterrupt
+
+
+def install_interrupt_handler() -> None:
+    """Replace PySpark's SIGINT handler (which calls the JVM from inside the interrupted call and
+    prints Py4J tracebacks) by one that only raises KeyboardInterrupt; callers stop the JVM."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, _on_sigint)
+
+
+def jvm_started() -> bool:
+    """True when this process already talks to a Spark JVM."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway is not None
+
+
+def stop_jvm(timeout: float = 15.0) -> None:
+    """Terminate this process's Spark JVM and wait for it: its shutdown hooks remove Spark's
+    temporary directories and no task keeps writing into a directory the caller removes next."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    proc = getattr(gateway, "proc", None) if gateway is not None else None
+    if proc is None or proc.poll() is not None:
+        return
+    with contextlib.suppress(OSError):
+        proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(5)
 
 
 def quiet_python_loggers() -> None:
     """PySpark logs every SQL error with its query context as JSON before raising it; the errors
     still reach us (and become one sentence), so the duplicate JSON on stderr is only noise."""
-    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger"):
+    for name in ("DataFrameQueryContextLogger", "SQLQueryContextLogger", "py4j"):
         logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+    # py4j logs an interrupted or lost connection (Ctrl-C, a JVM that died) with a traceback through
+    # the *root* logger (``logging.exception``) before it raises; the exception itself reaches us.
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JRecords) for f in root.filters):
+        root.addFilter(_Py4JRecords())
+
+
+class _Py4JRecords(logging.Filter):
+    """Drops records that py4j's own modules log through the root logger."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def get_session(
@@ -221,7 +327,14 @@ def cores(spark: SparkSession) -> int:
 # Validation aggregates by nearly unique keys (rid; (key, counter, count)). Measured on 10M records
 # and 2 cores, sort-based aggregation needs about 30% less CPU than hashing there (the hash maps
 # outgrow the caches and spill), and the little it costs the small (txn) aggregation is far less.
-VALIDATION_CONF: dict[str, str] = {"spark.sql.execution.useHashAggregateExec": "false"}
+#
+# Adaptive execution may replace a branch whose shuffle stage came out empty by an empty relation,
+# and the row counts observed in that stage (what each check examined) would go with it.
+VALIDATION_CONF: dict[str, str] = {
+    "spark.sql.execution.useHashAggregateExec": "false",
+    "spark.sql.adaptive.optimizer.excludedRules":
+        "org.apache.spark.sql.execution.adaptive.AQEPropagateEmptyRelation",
+}
 
 
 @contextmanager

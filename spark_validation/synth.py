@@ -22,7 +22,10 @@ Faults are planted on disjoint offset classes so that none can mask or create an
 * **phantoms**: rows with rids ``N..N+P-1`` and no key/counter/lane, so they touch no other check.
 
 The exact number of each planted fault is returned and written to ``planted.json``. Nothing
-half-written remains: everything goes to a temporary sibling directory that is renamed last.
+half-written remains: everything goes to a temporary sibling directory that is renamed last
+(model.outputs: the destination must be new, or a run directory cutcheck wrote and ``force``; the
+sibling is removed on any failure or interruption). run.json is marked as cutcheck's and says
+``"complete": true``.
 """
 
 from __future__ import annotations
@@ -30,13 +33,13 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from model import outputs
 from model.errors import CutcheckError
 
 from . import session
@@ -46,6 +49,7 @@ FORMATS = ("parquet", "csv", "json")
 MAX_SINKS = 4
 COUNTER = "count/sink"
 LANE = "src/count"
+OPTION = "cutcheck logs synth"  # how refusals of the output directory name it
 
 
 @dataclass(frozen=True, slots=True)
@@ -248,9 +252,8 @@ def synthesize(
     """Write ``out/input``, ``out/output``, ``out/run.json`` and ``out/planted.json``."""
     rates = {"dup-rate": dup_rate, "loss-rate": loss_rate, "reorder-rate": reorder_rate}
     _check(records, keys, splits, rates, phantoms, count_gaps, double_commits, format)
-    dest = Path(out)
-    if dest.exists() and not force:
-        raise CutcheckError(f"{dest} already exists; remove it, choose another path or pass --force.")
+    # Before any work: never a directory cutcheck did not write, the working directory, or a file.
+    dest = outputs.check_output_dir(out, force=force, option=OPTION)
     spark = session.get_session(master=master, driver_memory=driver_memory, app_name="cutcheck-synth")
     cores = session.cores(spark)
     partitions = session.shuffle_partitions(records * 40, cores)  # ~40 bytes a record on disk
@@ -269,62 +272,56 @@ def synthesize(
         seed,
         partitions,
     )
-    tmp = dest.parent / f".{dest.name}.tmp-{os.getpid()}"
+    params = {
+        "records": records,
+        "keys": keys,
+        "splits": splits,
+        "dup_rate": dup_rate,
+        "loss_rate": loss_rate,
+        "reorder_rate": reorder_rate,
+        "phantoms": phantoms,
+        "count_gaps": count_gaps,
+        "double_commits": double_commits,
+        "seed": seed,
+        "format": format,
+    }
     try:
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-        _write(inp, tmp / "input", format)
-        _write(outp, tmp / "output", format)
-        n = flags.agg(
-            F.count(F.when(F.col("lost"), 1)).alias("lost"),
-            F.count(F.when(F.col("dup"), 1)).alias("dup"),
-            F.count(F.when(F.col("reorder"), 1)).alias("reorder"),
-            F.count(F.when(F.col("double"), 1)).alias("double"),
-        ).first()
-        planted = Planted(
-            path=str(dest),
-            records=records,
-            output_rows=records - n["lost"] + n["dup"] + phantoms,
-            lost=int(n["lost"]),
-            duplicated=int(n["dup"]),
-            phantom=phantoms,
-            reordered=int(n["reorder"]),
-            count_gaps=count_gaps,
-            double_commits=int(n["double"]),
-            seed=seed,
-            format=format,
-        )
-        params = {
-            "records": records,
-            "keys": keys,
-            "splits": splits,
-            "dup_rate": dup_rate,
-            "loss_rate": loss_rate,
-            "reorder_rate": reorder_rate,
-            "phantoms": phantoms,
-            "count_gaps": count_gaps,
-            "double_commits": double_commits,
-            "seed": seed,
-            "format": format,
-        }
-        (tmp / "planted.json").write_text(json.dumps(asdict(planted), indent=2, sort_keys=True) + "\n")
-        run = {
-            "kind": "synthetic",
-            "generator": "cutcheck logs synth",
-            "params": params,
-            "summary": planted.faults(),
-        }
-        (tmp / "run.json").write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
-        if dest.exists():
-            shutil.rmtree(dest)
-        os.replace(tmp, dest)
+        # The staging sibling is removed on any failure or interruption (the guard around this
+        # call stops the JVM first, so no task still writes into it).
+        with outputs.staging_dir(dest) as tmp:
+            _write(inp, tmp / "input", format)
+            _write(outp, tmp / "output", format)
+            n = flags.agg(
+                F.count(F.when(F.col("lost"), 1)).alias("lost"),
+                F.count(F.when(F.col("dup"), 1)).alias("dup"),
+                F.count(F.when(F.col("reorder"), 1)).alias("reorder"),
+                F.count(F.when(F.col("double"), 1)).alias("double"),
+            ).first()
+            planted = Planted(
+                path=str(dest),
+                records=records,
+                output_rows=records - n["lost"] + n["dup"] + phantoms,
+                lost=int(n["lost"]),
+                duplicated=int(n["dup"]),
+                phantom=phantoms,
+                reordered=int(n["reorder"]),
+                count_gaps=count_gaps,
+                double_commits=int(n["double"]),
+                seed=seed,
+                format=format,
+            )
+            (tmp / "planted.json").write_text(json.dumps(asdict(planted), indent=2, sort_keys=True) + "\n")
+            run = outputs.mark({
+                "kind": "synthetic",
+                "generator": "cutcheck logs synth",
+                "complete": True,  # every record is accounted for: a finished run, judged as such
+                "params": params,
+                "summary": planted.faults(),
+            })
+            (tmp / "run.json").write_text(json.dumps(run, indent=2, sort_keys=True) + "\n")
+            outputs.replace_dir(tmp, dest, force=force)
     except OSError as exc:
         raise CutcheckError(
             f"{dest}: cannot write the synthetic logs ({exc.strerror}); choose a writable path."
         ) from None
-    finally:
-        if tmp.exists():
-            shutil.rmtree(tmp, ignore_errors=True)
     return planted

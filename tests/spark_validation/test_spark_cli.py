@@ -84,7 +84,7 @@ def test_logs_synth_writes_planted_json_and_refuses_to_overwrite(tmp_path: Path,
     assert planted["phantom"] == 3 and planted["count_gaps"] == 2 and planted["records"] == 400
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # nothing half-written left
     again = _invoke(*args)
-    assert again.exit_code == 2 and "already exists" in again.stderr
+    assert again.exit_code == 2 and "pass --force" in again.stderr
     _no_traceback(again)
     bad = _invoke("logs", "synth", str(tmp_path / "x"), "--records", "10", "--count-gaps", "50")
     assert bad.exit_code == 2 and "--count-gaps" in bad.stderr
@@ -114,6 +114,7 @@ def _run_cli_without_java(
 def test_java_missing_is_one_sentence_and_exit_2(java_home: str | None, tmp_path: Path) -> None:
     for name in ("input", "output"):
         (tmp_path / name).mkdir()
+        (tmp_path / name / "a.csv").write_text("rid\n1\n")  # data: empty logs are refused before Java
     # A PATH without java (and, in the second case, a JAVA_HOME without bin/java).
     proc = _run_cli_without_java({"PATH": str(tmp_path), "JAVA_HOME": java_home}, tmp_path)
     assert proc.returncode == 2, proc.stderr

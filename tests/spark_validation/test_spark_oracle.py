@@ -18,8 +18,10 @@ def oracle(inp: list[dict[str, Any]], out: list[dict[str, Any]]) -> dict[str, in
     expected: Counter[int] = Counter()
     for r in inp:
         c = r.get("copies")
-        expected[r["rid"]] += 1 if c is None else max(c, 0)
-    found = Counter(r["rid"] for r in out)
+        if r["rid"] is not None:  # rows without a rid are null_rid, never lost or phantom
+            expected[r["rid"]] += 1 if c is None else max(c, 0)
+    found = Counter(r["rid"] for r in out if r["rid"] is not None)
+    null_rid = sum(1 for r in inp + out if r["rid"] is None)
     lost = sum(max(expected[rid] - found[rid], 0) for rid in expected)
     duplicated = sum(max(found[rid] - expected[rid], 0) for rid in expected)
     phantom = sum(n for rid, n in found.items() if rid not in expected)
@@ -51,6 +53,7 @@ def oracle(inp: list[dict[str, Any]], out: list[dict[str, Any]]) -> dict[str, in
         "lost": lost,
         "duplicated": duplicated,
         "phantom": phantom,
+        "null_rid": null_rid,
         "count_gaps": count_gaps,
         "reordered": reordered,
         "double_commits": double_commits,
@@ -64,13 +67,14 @@ def _maybe(rng: random.Random, value: Any, p_null: float = 0.05) -> Any:
 @pytest.mark.parametrize("seed", [1])
 def test_matches_python_oracle(seed: int, write_logs: Any) -> None:
     rng = random.Random(seed)
-    inp = [{"rid": rid, "copies": _maybe(rng, rng.choice([0, 1, 1, 1, 2, 3]), 0.2)} for rid in range(150)]
+    inp = [{"rid": _maybe(rng, rid, 0.03), "copies": _maybe(rng, rng.choice([0, 1, 1, 1, 2, 3]), 0.2)}
+           for rid in range(150)]
     out = []
     for _ in range(400):
         rid = rng.randrange(170)  # some rids beyond the input: phantoms
         out.append(
             {
-                "rid": rid,
+                "rid": _maybe(rng, rid, 0.03),
                 "key": _maybe(rng, rng.randrange(4)),
                 "split": _maybe(rng, rng.randrange(2)),
                 "offset": _maybe(rng, rng.randrange(30)),
@@ -92,4 +96,5 @@ def test_matches_python_oracle(seed: int, write_logs: Any) -> None:
     want = oracle(inp, out)
     assert report.faults() == want
     assert want["count_gaps"] > 0 and want["reordered"] > 0 and want["double_commits"] > 0
+    assert want["null_rid"] > 0 and report.details["null_rid_input_rows"] == sum(r["rid"] is None for r in inp)
     assert report.records_in == len(inp) and report.records_out == len(out)

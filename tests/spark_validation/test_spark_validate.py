@@ -20,6 +20,9 @@ def test_planted_faults_are_reported_exactly(planted_run: Path) -> None:
     planted = json.loads((planted_run / "planted.json").read_text())
     report = validate(planted_run)
     for check in CHECKS:
+        if check == "null_rid":  # synthetic logs always carry a rid
+            assert report.null_rid == 0
+            continue
         assert report.count(check) == planted[check], check
         assert planted[check] > 0, f"the fixture should plant some {check}"
     assert not report.ok
@@ -110,7 +113,7 @@ def test_count_groups_by_key_without_counter(write_logs: Any) -> None:
     rows = [_row(i, key=k, count=c) for i, (k, c) in enumerate([(1, 1), (1, 2), (2, 1), (2, 1), (3, 2)])]
     report = validate(write_logs([{"rid": r["rid"]} for r in rows], rows))
     assert report.count_gaps == 2  # key 2 repeats 1, key 3 lacks 1
-    assert report.checks_run == ("lost", "duplicated", "phantom", "count_gaps")
+    assert report.checks_run == ("lost", "duplicated", "phantom", "null_rid", "count_gaps")
 
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
@@ -175,14 +178,17 @@ def test_format_detection_errors(tmp_path: Path) -> None:
         validate(input=tmp_path / "in" / "a.csv")
 
 
-def test_empty_datasets_are_ok(tmp_path: Path, spark: Any) -> None:
+def test_empty_datasets_are_nothing_to_check(tmp_path: Path) -> None:
+    """Refused before Spark starts: an empty dataset would make every check hold vacuously."""
     for name in ("input", "output"):
         (tmp_path / "a" / name).mkdir(parents=True)  # no files at all
-    report = validate(tmp_path / "a")
-    assert report.ok and report.records_in == report.records_out == 0
-    assert report.checks_run == CHECKS  # an empty dataset has every column, vacuously
+    with pytest.raises(LogDataError, match="nothing to check: the input dataset"):
+        validate(tmp_path / "a")
     (tmp_path / "h.csv").write_text("rid,copies\n")
+    (tmp_path / "one.csv").write_text("rid\n1\n")
     empty = pa.table({"rid": pa.array([], pa.int64())})
     pq.write_table(empty, tmp_path / "e.parquet")
-    report = validate(input=tmp_path / "h.csv", output=tmp_path / "e.parquet")
-    assert report.ok and report.records_in == 0
+    with pytest.raises(LogDataError, match="nothing to check: the input dataset .*h.csv"):
+        validate(input=tmp_path / "h.csv", output=tmp_path / "e.parquet")
+    with pytest.raises(LogDataError, match="nothing to check: the output dataset .*e.parquet"):
+        validate(input=tmp_path / "one.csv", output=tmp_path / "e.parquet")

@@ -1,0 +1,182 @@
+"""What a dataset holds, learnt from its first lines before Spark starts: is it empty, does a CSV
+have a header (or do ``--columns`` name its columns), is ``rid`` an integer.
+
+Every refusal here is one sentence and costs no JVM: an empty dataset, header-less CSV without
+column names, and a ``rid`` stored as text, a float or a string are found by reading a few lines
+(or Parquet footers) of the first files that hold data.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from model.errors import LogDataError
+
+from .datasets import Dataset, _open_text
+
+SNIFF_LINES = 1000  # JSON lines looked at for a first non-null rid
+NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+INTEGER = re.compile(r"^[+-]?\d+$")
+# The columns of cutcheck's Flink sink part files (flink_bridge/runlog.py), in file order.
+FLINK_SINK_COLUMNS = ("rid", "key", "value", "count", "split", "offset", "subtask")
+
+
+@dataclass(frozen=True, slots=True)
+class Sniff:
+    empty: bool | None  # True: no record at all; None: only Spark can tell
+    columns: tuple[str, ...] | None = None  # CSV: the column names, from the header or from --columns
+    header: bool = True  # CSV: each file starts with a header row
+
+
+def parse_columns(text: str | None, option: str) -> tuple[str, ...] | None:
+    """``--columns rid,key,count`` as names; one sentence when they cannot name a CSV's columns."""
+    if text is None:
+        return None
+    names = tuple(c.strip() for c in text.split(","))
+    if not all(names):
+        raise LogDataError(f"{option} {text!r} has an empty name; give names separated by commas, like rid,key,count.")
+    if len(set(names)) != len(names):
+        raise LogDataError(f"{option} {text!r} names a column twice; give each column of the file once, in order.")
+    if "rid" not in names:
+        raise LogDataError(f"{option} {text!r} does not name `rid`, which validation needs; name the rid column.")
+    return names
+
+
+def _lines(path: Path, n: int) -> list[list[str]]:
+    """The first ``n`` non-blank rows of a CSV file."""
+    rows: list[list[str]] = []
+    try:
+        with _open_text(path) as fh:
+            for row in csv.reader(fh):
+                if row and any(c.strip() for c in row):
+                    rows.append([c.strip() for c in row])
+                    if len(rows) >= n:
+                        break
+    except (OSError, UnicodeDecodeError, EOFError, csv.Error) as exc:
+        raise LogDataError(f"file {path} cannot be read as CSV text ({exc}); fix or remove it.") from None
+    return rows
+
+
+def _not_integer(ds: Dataset, f: Path, what: str) -> LogDataError:
+    return LogDataError(
+        f"{ds.name} dataset file {f} stores `rid` as {what}, not as integers; write rid as an integer "
+        "column (int64), since validate matches input and output records by integer rid."
+    )
+
+
+def _example(n: int, option: str) -> str:
+    if n == len(FLINK_SINK_COLUMNS):
+        return f"{option} {','.join(FLINK_SINK_COLUMNS)} (the layout of cutcheck's Flink sink files)"
+    return f"{option} {','.join(['rid', *[f'col{i}' for i in range(2, n + 1)]])} (unknown names are ignored)"
+
+
+def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str) -> Sniff:
+    first: tuple[Path, list[list[str]]] | None = None
+    for f in ds.files:
+        rows = _lines(f, 2)
+        if rows:
+            first = (f, rows)
+            break
+    if first is None:
+        return Sniff(empty=True, columns=columns, header=columns is None)
+    f, rows = first
+    top = rows[0]
+    numeric = all(NUMBER.match(c) for c in top)
+    if columns is not None:
+        if "rid" in top or not numeric:
+            raise LogDataError(
+                f"{ds.name} dataset file {f} starts with a header row ({','.join(top)[:80]}), so {option} "
+                f"does not apply; drop {option} and the header names the columns."
+            )
+        if len(top) != len(columns):
+            raise LogDataError(
+                f"{ds.name} dataset file {f} has {len(top)} columns but {option} names {len(columns)}; "
+                "name every column of the file, in order."
+            )
+        rid = top[columns.index("rid")]
+        if rid and not INTEGER.match(rid):
+            raise _not_integer(ds, f, f"text ({rid!r} on its first line)")
+        return Sniff(empty=False, columns=columns, header=False)
+    if "rid" not in top and numeric:
+        raise LogDataError(
+            f"{ds.name} dataset file {f} has no header row (its first line, {','.join(top)[:80]}, is data); "
+            f"pass {option} with its {len(top)} column names in file order, for example {_example(len(top), option)}."
+        )
+    if "rid" in top and len(rows) > 1:
+        i = top.index("rid")
+        rid = rows[1][i] if i < len(rows[1]) else ""
+        if rid and not INTEGER.match(rid):
+            raise _not_integer(ds, f, f"text ({rid!r} on its first data line)")
+    empty = len(rows) < 2 and not any(len(_lines(g, 2)) > 1 for g in ds.files if g != f)
+    return Sniff(empty=empty, columns=tuple(top), header=True)
+
+
+def _json_type(value: Any) -> str | None:
+    """What a non-integer JSON rid is, or None for an integer (or null)."""
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return None
+    names = {str: "JSON strings", float: "JSON numbers with a fraction or exponent", bool: "true/false",
+             list: "JSON arrays", dict: "JSON objects"}
+    return f"{names.get(type(value), type(value).__name__)} (first: {json.dumps(value)[:40]})"
+
+
+def _json(ds: Dataset) -> Sniff:
+    empty = True
+    for f in ds.files:
+        try:
+            with _open_text(f) as fh:
+                for i, line in enumerate(fh):
+                    if i >= SNIFF_LINES:
+                        break
+                    if not line.strip():
+                        continue
+                    empty = False
+                    obj = json.loads(line)
+                    if isinstance(obj, dict) and obj.get("rid") is not None:
+                        what = _json_type(obj["rid"])
+                        if what is not None:
+                            raise _not_integer(ds, f, what)
+                        return Sniff(empty=False)
+        except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
+            raise LogDataError(f"{ds.name} dataset file {f} is not JSON lines ({exc}).") from None
+    return Sniff(empty=empty)
+
+
+def _parquet(ds: Dataset) -> Sniff:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    for f in ds.files:
+        try:
+            meta = pq.read_metadata(f)
+            schema = meta.schema.to_arrow_schema()
+        except (OSError, pa.ArrowException, ValueError):
+            return Sniff(empty=None)  # Spark reads it and names the problem
+        if "rid" in schema.names:
+            t = schema.field("rid").type
+            if not pa.types.is_integer(t):
+                raise _not_integer(ds, f, f"Parquet type {t}")
+        if meta.num_rows > 0:
+            return Sniff(empty=False)
+    return Sniff(empty=True)
+
+
+def sniff(ds: Dataset, columns: tuple[str, ...] | None = None, option: str = "--columns") -> Sniff:
+    """Look at ``ds`` before Spark does; ``columns`` are the names of a header-less CSV's columns."""
+    if columns is not None and ds.format not in (None, "csv"):
+        raise LogDataError(
+            f"{option} names the columns of header-less CSV, but the {ds.name} dataset {ds.path} is "
+            f"{ds.format}, whose columns have names; drop {option}."
+        )
+    if ds.format is None:
+        return Sniff(empty=True, columns=columns, header=columns is None)
+    if ds.format == "csv":
+        return _csv(ds, columns, option)
+    if ds.format == "json":
+        return _json(ds)
+    return _parquet(ds)
