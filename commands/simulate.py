@@ -1,4 +1,10 @@
-"""Running scenarios: simulate."""
+"""Running scenarios: simulate.
+
+``--out`` is checked before the run (``model.outputs``): an existing directory is replaced only when
+it is a run directory cutcheck wrote and ``--force`` is given. On long runs a status line on stderr
+(only when stderr is a terminal) shows the step. ``--strict`` makes a scheduled failure or rescale
+that never happened an error (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -7,8 +13,9 @@ from typing import Any
 
 import typer
 
-from cli import app, out, show, table, user_errors, write_json
+from cli import app, err, out, show, user_errors, write_json
 from model.errors import CutcheckError
+from model.outputs import check_output_dir, check_output_file
 
 
 def _parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
@@ -44,9 +51,28 @@ def _print_restore(r: dict[str, Any]) -> None:
                   markup=False, highlight=False, soft_wrap=True)
 
 
+def _exactly_once_row(s: dict[str, Any]) -> str:
+    eo = s["exactly_once"]
+    faults = f"duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"
+    if eo.get("prefix"):
+        verdict = "holds so far" if eo["ok"] else "VIOLATED so far"
+        return (f"{verdict} (the run stopped at step {s['steps']}, so only its output up to there is judged: "
+                f"{faults}; {eo['pending']} records not committed yet, pending, not lost)")
+    return "holds" if eo["ok"] else f"VIOLATED: lost {eo['lost']}, {faults}"
+
+
+def _never_fired_row(result: Any) -> list[str] | None:
+    sc = result.scenario
+    if not sc.failures and not sc.rescales:
+        return None
+    missed = [d["what"] for d in result.never_fired["failures"] + result.never_fired["rescales"]]
+    if not missed:
+        return ["scheduled failures / rescales", f"all fired ({len(sc.failures)} / {len(sc.rescales)})"]
+    return ["NEVER FIRED", "; ".join(missed)]
+
+
 def _print_run(result: Any) -> None:
     s = result.summary()
-    eo = s["exactly_once"]
     rows = [
         ["mode", s["mode"]],
         ["steps", s["steps"]],
@@ -55,8 +81,7 @@ def _print_run(result: Any) -> None:
         ["alignment steps", s["alignment_steps"]],
         ["channel-state records (input / output)", f"{s['input_state_records']} / {s['output_state_records']}"],
         ["restarts", s["restarts"]],
-        ["EXACTLY_ONCE", "holds" if eo["ok"] else
-         f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
+        ["EXACTLY_ONCE", _exactly_once_row(s)],
     ]
     if "batch" in s:  # a batch job: regions instead of checkpoints (reference.batch)
         b = s["batch"]
@@ -69,7 +94,10 @@ def _print_run(result: Any) -> None:
         rows.insert(-1, ["buffer debloating", f"{d['announcements']} announcements, buffer {d['buffer_size_now']} B now "
                                               f"(min {d['min_buffer_size']}), estimated time to consume "
                                               f"{d['estimated_time_to_consume_mean']} steps (max {d['estimated_time_to_consume_max']})"])
-    out.print(table(f"simulate (seed {s['seed']})", ["", "value"], rows))
+    fired = _never_fired_row(result)
+    if fired is not None:
+        rows.append(fired)
+    show(f"simulate (seed {s['seed']})", ["", "value"], rows)
     for f in s.get("batch", {}).get("failovers", []):
         out.print(f"failover at step {f['step']} ({f['target']}): restarted "
                   + "; ".join("{" + ", ".join(r) + "}" for r in f["regions_restarted"])
@@ -84,11 +112,33 @@ def _print_run(result: Any) -> None:
         out.print(f"replay: {result.replay}", highlight=False, markup=False)
 
 
+class _StatusLine:
+    """``step N of at most M`` on stderr while a long run goes; nothing unless stderr is a terminal."""
+
+    def __init__(self) -> None:
+        self.status: Any = None
+
+    def __call__(self, step: int, max_steps: int) -> None:
+        text = f"simulating: step {step:,} (at most {max_steps:,}) …"
+        if self.status is None:
+            self.status = err.status(text)
+            self.status.start()
+        else:
+            self.status.update(text)
+
+    def stop(self) -> None:
+        if self.status is not None:
+            self.status.stop()
+
+
 @app.command()
 @user_errors
 def simulate(
     scenario: Path = typer.Argument(..., help="Scenario JSON file (DESIGN 'Scenarios')."),
-    out_dir: Path = typer.Option(None, "--out", help="Write the recovery logs (Parquet) to this run directory."),
+    out_dir: Path = typer.Option(None, "--out", help="Write the recovery logs (Parquet) to this new run directory."),
+    force: bool = typer.Option(False, "--force", help="Replace --out if it is a run directory cutcheck wrote earlier "
+                               "(nothing else is ever replaced)."),
+    strict: bool = typer.Option(False, "--strict", help="Exit 2 when a scheduled failure or rescale never fired."),
     seed: int = typer.Option(None, "--seed", help="Override the scenario's seed."),
     mode: str = typer.Option(None, "--mode", help="Override the checkpoint mode: aligned, unaligned, aligned_timeout, at_least_once."),
     mutant: list[str] = typer.Option(None, "--mutant", help="Switch on a named protocol fault (repeatable)."),
@@ -107,6 +157,11 @@ def simulate(
     from reference import Scenario
     from reference import simulate as run
 
+    check_output_file(json_path, option="--json")  # every output is checked before any work
+    if out_dir is not None:
+        check_output_dir(out_dir, force=force, option="--out")
+    if seed is not None and seed < 0:
+        raise CutcheckError(f"--seed {seed}: a seed is a non-negative integer.")
     scen = Scenario.from_json(scenario).with_overrides(seed=seed, mode=mode, mutants=tuple(mutant) if mutant else None)
     if rescale:
         parallelism = _parse_assignments(rescale, "--rescale")
@@ -114,8 +169,13 @@ def simulate(
             raise CutcheckError(f"{scenario}: --rescale applies to the restore after the first failure, but the scenario "
                                 "has no failures; add one under 'failures'.")
         scen = scen.with_rescale(parallelism, on_failure=0, label="--rescale")
-    result = run(scen, out_dir=out_dir, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode,
-                 trace=trace)
+    status = _StatusLine() if err.is_terminal else None
+    try:
+        result = run(scen, out_dir=out_dir, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode,
+                     trace=trace, force=force, progress=status)
+    finally:
+        if status is not None:
+            status.stop()
     if result.run_dir is None:
         # Without --out the replay names the scenario file as given, with every override.
         flags = [f"--seed {scen.seed}"] + ([f"--mode {mode}"] if mode else []) + [f"--mutant {m}" for m in mutant or []]
@@ -135,4 +195,8 @@ def simulate(
         for f in rejected[:5]:
             out.print(f"  channel {f.key} event #{f.index} {f.event}: {f.reason}", markup=False, highlight=False)
     write_json(json_path, result.summary())
+    if result.ok and not rejected and strict and not result.all_fired:
+        missed = [d["what"] for d in result.never_fired["failures"] + result.never_fired["rescales"]]
+        raise CutcheckError(f"--strict: {'; '.join(missed)} never fired (the run ended at step {result.steps}); "
+                            "schedule it earlier or raise max_steps.")
     raise typer.Exit(0 if result.ok and not rejected else 1)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import tempfile
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
@@ -52,6 +52,8 @@ class Verdict:
     violations: list[dict[str, str]]
     scenario: dict[str, Any]
     seed: int | None = None
+    restarts: int = 0  # failures that fired (the job recovered this often)
+    rescaled: bool = False  # some restore changed the parallelism
 
     def to_json(self) -> dict[str, Any]:
         return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "violations": self.violations}
@@ -68,7 +70,8 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None) -> Verdict:
             result = simulate(Scenario.from_json(sdict), chooser=chooser, checkpoint_dir=checkpoint_dir)
         except RestoreRefused as exc:
             return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict)
-    return Verdict(result.ok, False, result.violations, sdict)
+    return Verdict(result.ok, False, result.violations, sdict, restarts=result.restarts,
+                   rescaled=any(r.get("rescaled") for r in result.restores))
 
 
 def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -82,12 +85,42 @@ def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] 
 
 
 @dataclass(slots=True)
+class Coverage:
+    """What the scenarios of a campaign exercised (shrinking runs are not counted)."""
+
+    modes: dict[str, int] = field(default_factory=dict)
+    with_failures: int = 0  # scenarios that scheduled a failure
+    restarted: int = 0  # scenarios where a failure fired and the job recovered
+    with_rescales: int = 0  # scenarios that scheduled a rescale
+    rescaled: int = 0  # scenarios where a restore changed the parallelism
+    on_disk: int = 0  # scenarios with on-disk (incremental) checkpoint storage
+
+    def add(self, sdict: dict[str, Any], verdict: Verdict) -> None:
+        mode = sdict.get("checkpoint", {}).get("mode", "aligned")
+        self.modes[mode] = self.modes.get(mode, 0) + 1
+        self.with_failures += bool(sdict.get("failures"))
+        self.restarted += verdict.restarts > 0
+        self.with_rescales += bool(sdict.get("rescales"))
+        self.rescaled += verdict.rescaled
+        self.on_disk += "storage" in sdict
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def describe(self) -> str:
+        modes = ", ".join(f"{m} {n}" for m, n in sorted(self.modes.items()))
+        return (f"modes: {modes}; {self.with_failures} with failures, {self.restarted} recovered from one; "
+                f"{self.with_rescales} with rescales, {self.rescaled} rescaled; {self.on_disk} with on-disk checkpoints")
+
+
+@dataclass(slots=True)
 class CampaignResult:
     examples: int = 0
     refused: int = 0
     seconds: float = 0.0
     failure: Verdict | None = None  # the shrunk counterexample, if any
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # seed campaigns only
+    covered: Coverage = field(default_factory=Coverage)  # Hypothesis campaigns
 
     @property
     def ok(self) -> bool:
@@ -113,6 +146,10 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
     Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
     time budget can stop the campaign between batches.
     """
+    if examples < 1:
+        raise CutcheckError(f"examples {examples}: a campaign needs at least one scenario.")
+    if seconds is not None and not seconds > 0:
+        raise CutcheckError(f"seconds {seconds}: a time budget must be more than 0 seconds.")
     result = CampaignResult()
     start = time.monotonic()
     batch = 0
@@ -143,6 +180,7 @@ def _search_batch(size: int, batch_seed: int, mutants: tuple[str, ...], gen: dic
         if not state["shrinking"]:
             result.examples += 1
             result.refused += verdict.refused
+            result.covered.add(sdict, verdict)
             if progress is not None:
                 progress(1)
         if not verdict.ok:
@@ -160,10 +198,14 @@ def _search_batch(size: int, batch_seed: int, mutants: tuple[str, ...], gen: dic
 
 
 def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
-                  progress: Callable[[int], None] | None = None, stop_at_first: bool = False) -> CampaignResult:
+                  progress: Callable[[int], None] | None = None, stop_at_first: bool = False,
+                  seconds: float | None = None) -> CampaignResult:
+    """The verdict of each seed in order; ``seconds`` stops the campaign between two seeds."""
     result = CampaignResult()
     start = time.monotonic()
     for s in seeds:
+        if seconds is not None and time.monotonic() - start > seconds:
+            break
         v = verdict_of_seed(s, mutants, gen)
         result.verdicts.append(v)
         result.examples += 1

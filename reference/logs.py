@@ -1,14 +1,18 @@
 """Recovery logs: Parquet datasets written in batches while the run goes, finalised atomically.
 
-The run is written into ``<out>.tmp-<pid>`` and renamed to ``<out>`` at the end, so a reader never
-sees a half-written run directory and a previous run at ``<out>`` survives until the new one is whole.
+The run is written into a temporary sibling of ``<out>`` (``model.outputs.staging_dir``) and renamed
+to ``<out>`` at the end (``model.outputs.replace_dir``), so a reader never sees a half-written run
+directory. ``<out>`` must pass ``model.outputs.check_output_dir`` when the writer is created and
+again when it is finalised: an existing directory is replaced only when it is a run directory
+cutcheck wrote and ``force`` is given, never the working directory or a parent of it. The
+temporary sibling is removed on any failure or interruption (``discard``).
 """
 
 from __future__ import annotations
 
 import json
-import os
 import shutil
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +21,7 @@ import pyarrow.parquet as pq
 
 from model.errors import CutcheckError
 from model.logschema import DATASETS
+from model.outputs import check_output_dir, mark, replace_dir, staging_dir
 from reference.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
 
 BATCH_ROWS = 65_536
@@ -55,16 +60,22 @@ class _Dataset:
 
 
 class RunLogWriter:
-    def __init__(self, out_dir: str | Path):
-        self.out = Path(out_dir)
-        self.tmp = self.out.with_name(f"{self.out.name}.tmp-{os.getpid()}")
+    """Writes one run directory; ``force`` allows replacing a run directory cutcheck wrote earlier."""
+
+    def __init__(self, out_dir: str | Path, *, force: bool = False):
+        self.out = check_output_dir(out_dir, force=force)  # before anything is created
+        self.force = force
+        self._staging: AbstractContextManager[Path] | None = staging_dir(self.out)
         try:
-            if self.tmp.exists():
-                shutil.rmtree(self.tmp)
-            self.tmp.mkdir(parents=True)
+            self.tmp = self._staging.__enter__()
         except OSError as exc:
+            self._staging = None
             raise CutcheckError(f"{self.out}: cannot create the run directory ({exc.strerror}); choose a writable --out.") from None
-        self.data = {name: _Dataset(self.tmp, name) for name in DATASETS}
+        try:
+            self.data = {name: _Dataset(self.tmp, name) for name in DATASETS}
+        except BaseException:
+            self.discard()
+            raise
         out = self.data["output"]
         self._out_cols = out.columns
 
@@ -108,16 +119,23 @@ class RunLogWriter:
         })
 
     def finalize(self, run_json: dict[str, Any]) -> Path:
-        for ds in self.data.values():
-            ds.flush(force=True)
-        (self.tmp / "run.json").write_text(json.dumps(run_json, indent=2, sort_keys=True, default=str) + "\n")
-        old = self.out.with_name(f"{self.out.name}.old-{os.getpid()}")
-        if self.out.exists():
-            self.out.rename(old)
-        self.tmp.rename(self.out)
-        if old.exists():
-            shutil.rmtree(old)
+        """Flush, write run.json (marked as cutcheck's), and rename the run into place."""
+        try:
+            for ds in self.data.values():
+                ds.flush(force=True)
+            text = json.dumps(mark(run_json), indent=2, sort_keys=True, default=str) + "\n"
+            (self.tmp / "run.json").write_text(text)
+            replace_dir(self.tmp, self.out, force=self.force)
+        except BaseException:
+            self.discard()
+            raise
+        staging, self._staging = self._staging, None
+        if staging is not None:
+            staging.__exit__(None, None, None)  # the staging directory is now ``out``
         return self.out
 
     def discard(self) -> None:
-        shutil.rmtree(self.tmp, ignore_errors=True)
+        """Remove the temporary run directory (after a failure or an interruption)."""
+        if self._staging is not None:
+            self._staging = None
+            shutil.rmtree(self.tmp, ignore_errors=True)

@@ -4,6 +4,10 @@ Per rid the oracle counts committed rows in a byte array (rids are dense) and co
 copies the graph promises (reference.records.Expectations); per (keyed vertex, sink, key) it checks
 that counts run 1..n without gap or repeat, where the route makes that a promise; ``count_gaps`` is
 the number of such groups that do not (the Spark validation counts the same).
+
+A run that stopped before the end (a violation ended it) is judged as a prefix: a record not yet
+committed is ``pending``, not lost, and a key whose counts have a hole is not a gap (the rest may
+still be on its way); duplicates, phantoms, repeated counts and count 0 are faults in any prefix.
 """
 
 from __future__ import annotations
@@ -23,10 +27,13 @@ class ExactlyOnce:
     phantom: int = 0
     count_gaps: int = 0
     samples: dict[str, list[int]] = field(default_factory=dict)
+    pending: int = 0  # a prefix only: records not committed yet (never "lost": the run did not end)
+    prefix: bool = False  # judged as the prefix of a run that stopped early
 
     def to_json(self) -> dict[str, Any]:
         return {"ok": self.ok, "lost": self.lost, "duplicated": self.duplicated, "phantom": self.phantom,
-                "count_gaps": self.count_gaps, "samples": self.samples}
+                "count_gaps": self.count_gaps, "pending": self.pending, "prefix": self.prefix,
+                "samples": self.samples}
 
 
 class Oracle:
@@ -96,7 +103,8 @@ class Oracle:
         table = bytes(min(255, self.expect.copies(source, layout.rid_base + i)) for i in range(period))
         return period, table
 
-    def verdict(self, sample: int = 10) -> ExactlyOnce:
+    def verdict(self, sample: int = 10, *, prefix: bool = False) -> ExactlyOnce:
+        """The committed output against the input; ``prefix``: the run stopped early (see above)."""
         lost = dup = 0
         samples: dict[str, list[int]] = {"lost": [], "duplicated": [], "phantom": self.phantoms[:sample]}
         for name, layout in self.expect.layouts.items():
@@ -120,10 +128,16 @@ class Oracle:
         gaps = 0
         for counter, group in self.count_seen.items():
             for key, seen in group.items():
-                if seen[0] or seen.find(0, 1) != -1 or (counter, key) in self.count_repeated:
+                hole = not prefix and seen.find(0, 1) != -1
+                if seen[0] or hole or (counter, key) in self.count_repeated:
                     gaps += 1
+        if prefix:  # not delivered yet is not lost: the run did not end
+            pending, lost = lost, 0
+            samples["pending"], samples["lost"] = samples["lost"], []
+        else:
+            pending = 0
         ok = lost == 0 and dup == 0 and not self.phantoms and gaps == 0
-        return ExactlyOnce(ok, lost, dup, len(self.phantoms), gaps, samples)
+        return ExactlyOnce(ok, lost, dup, len(self.phantoms), gaps, samples, pending, prefix)
 
 
 def _gcd(a: int, b: int) -> int:

@@ -1,4 +1,11 @@
-"""Scenarios: a job graph plus everything the engine needs to run it reproducibly (DESIGN "Scenarios")."""
+"""Scenarios: a job graph plus everything the engine needs to run it reproducibly (DESIGN "Scenarios").
+
+Everything is checked before a run starts, so a bad scenario ends in one sentence naming the field:
+failure targets and rescales must name subtasks and vertices of the job, steps and counts are
+positive, and the job must fit the engine's budgets: at most ``MAX_RECORDS`` records over all
+sources, ``MAX_SPLITS`` splits, and ``model.execution.MAX_CHANNELS`` channels at every parallelism
+the scenario runs at (the graph's and each rescale's).
+"""
 
 from __future__ import annotations
 
@@ -9,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import GraphError, ScenarioError
+from model.execution import MAX_CHANNELS, channel_count
 from model.graph import JobGraph
 from model.inflight import NetworkConfig
 from reference.mutations import MUTANTS
@@ -23,6 +31,11 @@ _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_poo
 _SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
+
+# The engine's size budgets (README "simulate"): the oracle keeps a byte per record and the verdict
+# compares per source, so 10**8 records take about 300 MB; every split is a list entry of its source.
+MAX_RECORDS = 100_000_000
+MAX_SPLITS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,13 +105,22 @@ class Scenario:
                 data = json.loads(path.read_text())
             except FileNotFoundError:
                 raise ScenarioError(f"{path}: no such scenario file; check the path.") from None
+            except IsADirectoryError:
+                raise ScenarioError(f"{path}: is a directory, not a scenario file; give the path of a scenario JSON "
+                                    "file, e.g. examples/scenarios/keyed-unaligned.json.") from None
             except json.JSONDecodeError as exc:
                 raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
+            except UnicodeDecodeError:
+                raise ScenarioError(f"{path}: not a text file; give a scenario JSON file.") from None
+            except OSError as exc:
+                raise ScenarioError(f"{path}: cannot read the scenario ({exc.strerror}); check the path and its "
+                                    "permissions.") from None
         if not isinstance(data, dict):
             raise ScenarioError(f"{where}: a scenario is a JSON object with at least a 'graph'.")
         _no_unknown(data, _TOP, where)
         graph_ref = data.get("graph")
         graph = _load_graph(graph_ref, base, where)
+        check_budgets(graph, where)
         ck = _section(data, "checkpoint", _CHECKPOINT, where)
         checkpoint = CheckpointConfig(**ck)
         if checkpoint.mode not in MODES:
@@ -121,6 +143,11 @@ class Scenario:
         if not isinstance(choices, list) or not all(isinstance(c, int) and c >= 0 for c in choices):
             raise ScenarioError(f"{where}: schedule.choices must be a list of non-negative integers.")
         schedule = Schedule(**sched, choices=tuple(choices))
+        for name in ("slowdown", "flush_weight"):
+            value = getattr(schedule, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ScenarioError(f"{where}: schedule.{name} must be a positive integer (a scheduling weight), "
+                                    f"got {value!r}.")
         if schedule.policy not in POLICIES:
             raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
@@ -137,10 +164,13 @@ class Scenario:
                 raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
         seed = data.get("seed", 0)
         max_steps = data.get("max_steps", 1_000_000)
-        for name, value in (("seed", seed), ("max_steps", max_steps)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-                raise ScenarioError(f"{where}: '{name}' must be a non-negative integer, got {value!r}.")
+        for name, value, low in (("seed", seed, 0), ("max_steps", max_steps, 1)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < low:
+                raise ScenarioError(f"{where}: '{name}' must be an integer of at least {low}, got {value!r}.")
         workers = data.get("workers")
+        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
+            raise ScenarioError(f"{where}: 'workers' must be a positive integer or absent, got {workers!r}.")
+        _check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
         extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore", "batch") if k in data}
         from reference.batch import BatchConfig
         from reference.debloat import DebloatConfig
@@ -259,6 +289,10 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
                 after_checkpoint=raw.get("after_checkpoint"), delay=raw.get("delay", 0))
     if (f.at_step is None) == (f.after_checkpoint is None):
         raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
+    for name, low in (("at_step", 1), ("after_checkpoint", 1), ("delay", 0)):
+        value = getattr(f, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
+            raise ScenarioError(f"{w}.{name} must be an integer of at least {low}, got {value!r}.")
     target = f.target
     if target.startswith("worker:"):
         if not target[7:].isdigit():
@@ -266,8 +300,57 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
     else:
         vid, _, rest = target.partition("[")
         if vid not in {v.id for v in graph.vertices} or not rest.endswith("]") or not rest[:-1].isdigit():
-            raise ScenarioError(f"{w}: target {target!r} should be VERTEX[INDEX] of the graph or worker:K.")
+            raise ScenarioError(f"{w}.target {target!r} should be VERTEX[INDEX] of the graph or worker:K; the "
+                                f"vertices are {', '.join(v.id for v in graph.vertices)}.")
     return f
+
+
+def _check_targets(graph: JobGraph, failures: tuple[Failure, ...], rescales: tuple[Rescale, ...],
+                   workers: int | None, max_steps: int, restored: bool, where: str) -> None:
+    """Every failure can fire: its subtask or worker exists at some parallelism of the run, and its
+    time lies within ``max_steps`` (the engine triggers at most one checkpoint per step)."""
+    widest = {v.id: v.parallelism for v in graph.vertices}
+    for r in rescales:
+        for vid, p in r.parallelism.items():
+            widest[vid] = max(widest.get(vid, 0), p)
+    n_workers = workers or max(widest.values())
+    for i, f in enumerate(failures):
+        w = f"{where}: failures[{i}]"
+        if f.target.startswith("worker:"):
+            k = int(f.target[7:])
+            if k >= n_workers:
+                raise ScenarioError(f"{w}.target {f.target} names no worker; the job runs on workers 0..{n_workers - 1}.")
+        else:
+            vid, _, rest = f.target.partition("[")
+            if int(rest[:-1]) >= widest[vid]:
+                raise ScenarioError(f"{w}.target {f.target} is not a subtask of the job: '{vid}' runs at parallelism "
+                                    f"{widest[vid]} (subtasks {vid}[0]..{vid}[{widest[vid] - 1}]); name one of those.")
+        if f.at_step is not None and f.at_step >= max_steps:
+            raise ScenarioError(f"{w}.at_step {f.at_step} is not below max_steps {max_steps}, so the failure could "
+                                "never fire; lower at_step or raise max_steps.")
+        if f.after_checkpoint is not None and not restored and f.after_checkpoint > max_steps:
+            raise ScenarioError(f"{w}.after_checkpoint {f.after_checkpoint} can never be reached: the run has at most "
+                                f"max_steps {max_steps} steps and triggers at most one checkpoint per step; lower "
+                                "after_checkpoint or raise max_steps.")
+
+
+def check_budgets(graph: JobGraph, where: str) -> None:
+    """Refuse, before the run, a job beyond what the engine can hold (the README's budgets)."""
+    sources = [v for v in graph.vertices if v.kind == "source"]
+    for name, limit in (("records", MAX_RECORDS), ("splits", MAX_SPLITS)):
+        total = sum(getattr(v, name) for v in sources)
+        if total > limit:
+            v = max(sources, key=lambda v: getattr(v, name))
+            raise ScenarioError(f"{where}: graph: vertex '{v.id}' has {name} {getattr(v, name)}, and the sources "
+                                f"together {total}, above the engine's budget of {limit} {name}; lower '{name}'.")
+    _check_channels(graph, {}, f"{where}: graph", "parallelism")
+
+
+def _check_channels(graph: JobGraph, parallelism: Mapping[str, int], where: str, field_name: str) -> None:
+    total = channel_count(graph, parallelism)
+    if total > MAX_CHANNELS:
+        raise ScenarioError(f"{where}: the {field_name} gives the job {total} channels, above the engine's budget of "
+                            f"{MAX_CHANNELS} channels (model.execution.MAX_CHANNELS); lower the parallelism.")
 
 
 def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:
@@ -298,6 +381,7 @@ def check_rescales(graph: JobGraph, rescales: tuple[Rescale, ...], labels: list[
                 raise ScenarioError(f"{w}: parallelism {p} of '{vid}' is outside 1..{limit}, its max parallelism "
                                     f"(which fixes its key groups); choose at most {limit}.")
             current[vid] = p
+        _check_channels(graph, current, w, "parallelism")
         for e in graph.edges:
             if e.partitioner == "forward" and current[e.source] != current[e.target]:
                 raise ScenarioError(f"{w}: {e.describe()} is forward, which keeps equal parallelism on both ends, but the "

@@ -1,20 +1,34 @@
-"""Running a scenario end to end: the engine, the invariant checks, the oracle and the logs."""
+"""Running a scenario end to end: the engine, the invariant checks, the oracle and the logs.
+
+``simulate(..., out_dir=DIR)`` writes the run directory through ``reference.logs.RunLogWriter``:
+``DIR`` is checked before anything runs (``model.outputs.check_output_dir``), and an existing
+``DIR`` is replaced only when cutcheck wrote it and ``force=True`` (library callers pass it
+explicitly). A run stopped by a violation is judged as a prefix (``complete`` false: records not
+committed yet are pending, not lost). Failures and rescales the scenario scheduled that never
+happened are listed under ``never_fired``.
+"""
 
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from model.errors import ScenarioError
+from model.outputs import check_output_dir
 from reference.batch import BatchEngine, make_engine
 from reference.logs import RunLogWriter
 from reference.operators import InvariantViolation
 from reference.oracle import ExactlyOnce
-from reference.scenario import Scenario
+from reference.scenario import Scenario, check_budgets
 from reference.scheduler import Chooser
 
 VERSION = "0.1.0"
+PROGRESS_EVERY = 20_000  # chosen actions between two progress reports
+
+Progress = Callable[[int, int], None]  # (steps so far, max_steps)
 
 
 @dataclass(slots=True)
@@ -31,16 +45,23 @@ class RunResult:
     replay: str = ""
     traces: list[dict[tuple[int, int, int], list]] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
+    complete: bool = True  # False: a violation stopped the run, the output is a prefix
+    never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
 
     @property
     def ok(self) -> bool:
         return not self.violations and self.exactly_once.ok
+
+    @property
+    def all_fired(self) -> bool:
+        return not (self.never_fired["failures"] or self.never_fired["rescales"])
 
     def summary(self) -> dict[str, Any]:
         done = [c for c in self.checkpoints if c["status"] == "completed"]
         return {
             "seed": self.seed,
             "mode": self.scenario.checkpoint.mode,
+            "complete": self.complete,
             "steps": self.steps,
             "checkpoints_completed": len(done),
             "checkpoints_aborted": sum(1 for c in self.checkpoints if c["status"] == "aborted"),
@@ -51,8 +72,42 @@ class RunResult:
             "exactly_once": self.exactly_once.to_json(),
             "violations": self.violations,
             "restores": self.restores,
+            "never_fired": self.never_fired,
             **self.sections,
         }
+
+
+class _Reporting:
+    """A chooser that reports progress every ``every`` choices and otherwise changes nothing."""
+
+    __slots__ = ("_inner", "_engine", "_report", "_every", "_count")
+
+    def __init__(self, inner: Chooser, engine: Any, report: Progress, every: int):
+        self._inner, self._engine, self._report, self._every, self._count = inner, engine, report, every, 0
+
+    def choose(self, weights: Sequence[int]) -> int:
+        self._count += 1
+        if self._count >= self._every:
+            self._count = 0
+            self._report(self._engine.step, self._engine.max_steps)
+        return self._inner.choose(weights)
+
+
+def describe_failure(i: int, f: Any) -> str:
+    when = f"at step {f.at_step}" if f.at_step is not None else f"after checkpoint {f.after_checkpoint}"
+    return f"failures[{i}] ({f.target} {when}" + (f" + {f.delay} steps" if f.delay else "") + ")"
+
+
+def never_fired(scenario: Scenario, fired: set[int]) -> dict[str, list[dict[str, Any]]]:
+    """The scheduled failures that did not fire, and the rescales tied to them."""
+    failures = [{"index": i, "target": f.target, "at_step": f.at_step, "after_checkpoint": f.after_checkpoint,
+                 "delay": f.delay, "what": describe_failure(i, f)}
+                for i, f in enumerate(scenario.failures) if i not in fired]
+    rescales = [{"index": j, "on_failure": r.on_failure, "parallelism": dict(r.parallelism),
+                 "what": f"rescales[{j}] (on failures[{r.on_failure}]: "
+                         + ", ".join(f"{v}={p}" for v, p in sorted(r.parallelism.items())) + ")"}
+                for j, r in enumerate(scenario.rescales) if r.on_failure not in fired]
+    return {"failures": failures, "rescales": rescales}
 
 
 def replay_command(scenario_path: str | Path, seed: int, out: str | Path | None = None) -> str:
@@ -63,19 +118,44 @@ def replay_command(scenario_path: str | Path, seed: int, out: str | Path | None 
 def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Path | None = None, seed: int | None = None,
              *, chooser: Chooser | None = None, trace: bool = False, storage: Any = None,
              max_steps: int | None = None, checkpoint_dir: str | Path | None = None,
-             restore: str | Path | None = None, restore_mode: str | None = None) -> RunResult:
+             restore: str | Path | None = None, restore_mode: str | None = None, force: bool = False,
+             progress: Progress | None = None) -> RunResult:
+    """Run ``scenario``; with ``out_dir``, write its run directory (``force``: replace an earlier
+    cutcheck run there). ``progress(step, max_steps)`` is called every ``PROGRESS_EVERY`` actions."""
+    if out_dir is not None:
+        check_output_dir(out_dir, force=force)  # before any work: a refusal costs nothing
     if not isinstance(scenario, Scenario):
         scenario = Scenario.from_json(scenario)
     if seed is not None:
         scenario = scenario.with_overrides(seed=seed)
+    check_budgets(scenario.graph, "scenario")  # again: a Scenario may have been built in code
+    if max_steps is not None and max_steps < 1:
+        raise ScenarioError(f"max_steps must be at least 1, got {max_steps}.")
     restored = None
     if storage is None:
         from reference.storage_run import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
-    logs = RunLogWriter(out_dir) if out_dir is not None else None
+    logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None
+    try:
+        result = _run(scenario, logs, chooser=chooser, storage=storage, trace=trace, max_steps=max_steps,
+                      restored=restored, progress=progress)
+    except BaseException:
+        if logs is not None:
+            logs.discard()  # never a half-written run directory left behind (failure or Ctrl-C)
+        raise
+    run_dir = result.run_dir
+    result.replay = replay_command((run_dir / "scenario.json") if run_dir else "SCENARIO.json", scenario.seed,
+                                   run_dir.parent / f"{run_dir.name}-replay" if run_dir else None)
+    return result
+
+
+def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | None, storage: Any, trace: bool,
+         max_steps: int | None, restored: Any, progress: Progress | None) -> RunResult:
     engine = make_engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
                          restore=restored)
+    if progress is not None:
+        engine.chooser = _Reporting(engine.chooser, engine, progress, PROGRESS_EVERY)
     violations: list[dict[str, str]] = []
     try:
         engine.run()
@@ -85,7 +165,8 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
     except InvariantViolation as exc:
         violations.append({"invariant": exc.name, "detail": exc.detail, "step": str(engine.step)})
         engine.event("violation", f"{exc.name}: {exc.detail}")
-    verdict = engine.oracle.verdict() if not violations else engine.oracle.verdict()
+    stopped = bool(violations)  # the run ended early: its output is a prefix (nothing is "lost" yet)
+    verdict = engine.oracle.verdict(prefix=stopped)
     if not violations and not verdict.ok:
         violations.append({"invariant": "EXACTLY_ONCE", "step": str(engine.step),
                            "detail": f"lost {verdict.lost}, duplicated {verdict.duplicated}, phantom {verdict.phantom}, "
@@ -97,9 +178,9 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
          "inflight_bytes": s.inflight_bytes, "buffer_size": s.buffer_size, "reason": s.reason}
         for s in engine.coordinator.stats
     ]
-    run_dir = None
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,
-                       engine.restore_reports)
+                       engine.restore_reports, complete=not stopped,
+                       never_fired=never_fired(scenario, engine.fired_failures))
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:
@@ -115,9 +196,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
             from reference.tracing import write_traces
 
             write_traces(logs.tmp / "trace.jsonl", result.traces)
-        run_dir = logs.finalize({"version": VERSION, "seed": scenario.seed, "scenario": scen_json, "summary": result.summary()})
-        (run_dir / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")
-        result.run_dir = run_dir
-    result.replay = replay_command((run_dir / "scenario.json") if run_dir else "SCENARIO.json", scenario.seed,
-                                   run_dir.parent / f"{run_dir.name}-replay" if run_dir else None)
+        (logs.tmp / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")
+        result.run_dir = logs.finalize({"version": VERSION, "seed": scenario.seed, "complete": not stopped,
+                                        "scenario": scen_json, "summary": result.summary()})
     return result

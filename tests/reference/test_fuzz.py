@@ -47,10 +47,11 @@ def test_generated_scenarios_are_deterministic() -> None:
 def test_fuzz_cli_reports_and_writes_a_counterexample(tmp_path: Path) -> None:
     from cli import app
 
-    res = CliRunner().invoke(app, ["fuzz", "--examples", "20", "--mutant", "no-output-state", "--out", str(tmp_path)])
+    out = tmp_path / "campaign"  # a new directory: fuzz --out never writes into one it did not create
+    res = CliRunner().invoke(app, ["fuzz", "--examples", "20", "--mutant", "no-output-state", "--out", str(out)])
     assert res.exit_code == 1, res.output
     assert "replay: cutcheck simulate" in res.output
-    assert list(tmp_path.glob("counterexample-*.json"))
+    assert list(out.glob("counterexample-*.json")) and (out / "run.json").is_file()
     res = CliRunner().invoke(app, ["fuzz", "--examples", "5"])
     assert res.exit_code == 0, res.output
 
