@@ -10,6 +10,7 @@ from rich.table import Table
 
 from cli import app, err, out, table, user_errors, write_json
 from commands.simulate import _parse_assignments
+from model.outputs import check_output_dir
 
 flink_app = typer.Typer(help="Run job graphs on a real Flink MiniCluster (needs the flink extra).", no_args_is_help=True)
 app.add_typer(flink_app, name="flink")
@@ -72,6 +73,8 @@ def flink_run(
     checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Flink checkpoint directory (default: RUN_DIR/flink/checkpoints)."),
     job_id: str = typer.Option(None, "--job-id", help="Pin the job id (32 hex digits), hence <checkpoint-dir>/<job-id>/."),
     json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote "
+                               "(anything else is never replaced)."),
 ) -> None:
     """Run a job graph on a local Flink MiniCluster and write its recovery logs; `cutcheck validate` checks them.
 
@@ -79,9 +82,10 @@ def flink_run(
     """
     import flink_bridge
 
+    check_output_dir(out_dir, force=force)  # before Flink starts: a refusal costs nothing
     opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
                           checkpoint_dir, job_id)
-    outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress)
+    outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress, force=force)
     out.print(_flink_run_table(outcome))
     if outcome.complete:
         out.print(f"recovery logs: {outcome.run_dir}  (check them with: cutcheck validate {outcome.run_dir})")
@@ -132,6 +136,7 @@ def flink_compare(
     interval: int = typer.Option(200, "--interval-ms", min=10, help="Flink's checkpoint interval in milliseconds."),
     out_dir: Path = typer.Option(None, "--out", help="Keep Flink's run directory here."),
     json_path: Path = typer.Option(None, "--json", help="Write the comparison as JSON."),
+    force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote."),
 ) -> None:
     """Run a job graph on the reference engine and on real Flink; print checkpoints, in-flight bytes, alignment, verdicts.
 
@@ -139,8 +144,10 @@ def flink_compare(
     """
     from flink_bridge.compare import compare
 
+    if out_dir is not None:
+        check_output_dir(out_dir, force=force)
     opts = _flink_options(mode, fail_after, rescale, records, interval, None, 2.0, False, False, 3, None, None)
-    cmp = compare(graph, opts, out_dir, progress=_flink_progress)
+    cmp = compare(graph, opts, out_dir, progress=_flink_progress, force=force)
     for t in _side_by_side(cmp):
         out.print(t)
     write_json(json_path, cmp.to_json())

@@ -39,15 +39,19 @@ class RunOutcome:
         return bool(self.summary["exactly_once"]["ok"])
 
 
-def run_to_dir(graph: Any, out: str | Path, options: RunOptions | None = None, progress: Any = None) -> RunOutcome:
-    """Run ``graph`` (a JobGraph or a path) on Flink and write ``out`` as a cutcheck run directory."""
+def run_to_dir(graph: Any, out: str | Path, options: RunOptions | None = None, progress: Any = None, *,
+               force: bool = False) -> RunOutcome:
+    """Run ``graph`` (a JobGraph or a path) on Flink and write ``out`` as a cutcheck run directory.
+
+    ``out`` must be new, or a run directory cutcheck wrote and ``force`` given (model.outputs); the run
+    is written into a temporary sibling, removed on any failure or interruption."""
     from flink_bridge import runlog, runner
     from reference.logs import RunLogWriter
 
     require_flink()
     options = options or RunOptions()
     graph, _ = runner.prepare(graph, options)  # bad input fails before anything starts
-    writer = RunLogWriter(out)
+    writer = RunLogWriter(out, force=force)
     try:
         run = runner.run(graph, writer.tmp / "flink", options, progress)
         summary = runlog.write(writer, run)

@@ -84,7 +84,7 @@ def engine_steps(graph: JobGraph, opts: RunOptions, slow: str) -> int:
 
 
 def compare(graph: JobGraph | str | Path, opts: RunOptions, out: str | Path | None = None,
-            progress: Any = None) -> Comparison:
+            progress: Any = None, *, force: bool = False) -> Comparison:
     from flink_bridge import run_to_dir
     from reference import Scenario, simulate
 
@@ -93,7 +93,7 @@ def compare(graph: JobGraph | str | Path, opts: RunOptions, out: str | Path | No
     fail_vertex = opts.fail_vertex or slow
     with tempfile.TemporaryDirectory(prefix="cutcheck-compare-") as tmp:
         run_dir = Path(out) if out is not None else Path(tmp) / "flink-run"
-        outcome = run_to_dir(graph, run_dir, opts, progress)
+        outcome = run_to_dir(graph, run_dir, opts, progress, force=force)
         s = outcome.summary
         flink_done = [(cp.id, cp) for j in outcome.run.jobs if j.stats for cp in j.stats.checkpoints if cp.status == "COMPLETED"]
         flink = Side("flink", "ms", s["checkpoints_completed"], s["checkpoints_aborted"], s["restarts"], s["exactly_once"],

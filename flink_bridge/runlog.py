@@ -17,7 +17,7 @@
   channel state are not reported by Flink (null); the full state size goes to run.json.
 * ``events/``: submissions, the armed and fired failure, restores, rescales, checkpoint outcomes.
 
-The logs are written into the same ``<out>.tmp-<pid>`` directory as the Flink state and renamed
+The logs are written into the same staging directory (``.<out>.tmp-<pid>``) as the Flink state and renamed
 with it (reference.logs.RunLogWriter).
 """
 
