@@ -43,15 +43,18 @@ def run_to_dir(graph: Any, out: str | Path, options: RunOptions | None = None, p
                force: bool = False) -> RunOutcome:
     """Run ``graph`` (a JobGraph or a path) on Flink and write ``out`` as a cutcheck run directory.
 
-    ``out`` must be new, or a run directory cutcheck wrote and ``force`` given (model.outputs); the run
-    is written into a temporary sibling, removed on any failure or interruption."""
+    ``out`` must be new, or a run directory cutcheck wrote and ``force`` given (model.outputs). It is
+    written in place (see RunLogWriter) and removed on any failure or interruption, the run it
+    replaces put back."""
     from flink_bridge import runlog, runner
     from reference.logs import RunLogWriter
 
     require_flink()
     options = options or RunOptions()
     graph, _ = runner.prepare(graph, options)  # bad input fails before anything starts
-    writer = RunLogWriter(out, force=force)
+    # In place: Flink's _metadata names shared files by absolute path, so the run must be written
+    # where it stays; a renamed directory would hold checkpoints Flink cannot restore.
+    writer = RunLogWriter(out, force=force, in_place=True)
     try:
         run = runner.run(graph, writer.tmp / "flink", options, progress)
         summary = runlog.write(writer, run)

@@ -17,8 +17,8 @@
   channel state are not reported by Flink (null); the full state size goes to run.json.
 * ``events/``: submissions, the armed and fired failure, restores, rescales, checkpoint outcomes.
 
-The logs are written into the same staging directory (``.<out>.tmp-<pid>``) as the Flink state and renamed
-with it (reference.logs.RunLogWriter).
+The logs are written into the same run directory as the Flink state, in place
+(reference.logs.RunLogWriter with ``in_place``).
 """
 
 from __future__ import annotations

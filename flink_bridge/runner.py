@@ -13,8 +13,9 @@ The run, in order:
    That is the engine's "rescale on the restore after failure k" on a real cluster.
 4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
 
-Everything happens in a hidden staging sibling ``.<out>.tmp-<pid>/`` (model.outputs): Flink's checkpoints and sink files under ``flink/``,
-then the recovery logs (flink_bridge.runlog); the directory is renamed to ``<out>`` at the end.
+Everything happens in ``<out>/`` itself, never renamed afterwards (Flink's ``_metadata`` names shared
+files by absolute path): Flink's checkpoints and sink files under ``flink/``, then the recovery logs
+(flink_bridge.runlog); see reference.logs.RunLogWriter's ``in_place``.
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ temporary sibling is removed on any failure or interruption (``discard``).
 from __future__ import annotations
 
 import json
+import os
 import shutil
 from contextlib import AbstractContextManager
 from pathlib import Path
@@ -60,14 +61,27 @@ class _Dataset:
 
 
 class RunLogWriter:
-    """Writes one run directory; ``force`` allows replacing a run directory cutcheck wrote earlier."""
+    """Writes one run directory; ``force`` allows replacing a run directory cutcheck wrote earlier.
 
-    def __init__(self, out_dir: str | Path, *, force: bool = False):
+    ``in_place``: write straight into ``out`` instead of a staging sibling, for runs whose files must
+    not move once written (Flink's checkpoint ``_metadata`` names its shared files by absolute path, so
+    a run directory renamed after the run would hold checkpoints Flink cannot restore). ``out`` is then
+    created at once with a provisional run.json (``"complete": false``), and an earlier run being
+    replaced is set aside until this one is whole; on any failure or interruption ``out`` is removed
+    and the earlier run put back."""
+
+    def __init__(self, out_dir: str | Path, *, force: bool = False, in_place: bool = False):
         self.out = check_output_dir(out_dir, force=force)  # before anything is created
         self.force = force
-        self._staging: AbstractContextManager[Path] | None = staging_dir(self.out)
+        self._staging: AbstractContextManager[Path] | None = None
+        self._old: Path | None = None
+        self._in_place = False
         try:
-            self.tmp = self._staging.__enter__()
+            if in_place:
+                self.tmp = self._open_in_place()
+            else:
+                self._staging = staging_dir(self.out)
+                self.tmp = self._staging.__enter__()
         except OSError as exc:
             self._staging = None
             raise CutcheckError(f"{self.out}: cannot create the run directory ({exc.strerror}); choose a writable --out.") from None
@@ -78,6 +92,15 @@ class RunLogWriter:
             raise
         out = self.data["output"]
         self._out_cols = out.columns
+
+    def _open_in_place(self) -> Path:
+        if self.out.exists():  # a run cutcheck wrote, and force was given (check_output_dir)
+            self._old = self.out.with_name(f".{self.out.name}.old-{os.getpid()}")
+            self.out.rename(self._old)
+        self.out.mkdir(parents=True)
+        self._in_place = True
+        (self.out / "run.json").write_text(json.dumps(mark({"complete": False, "in_progress": True}), indent=2) + "\n")
+        return self.out
 
     def event(self, step: int, attempt: int, kind: str, detail: str) -> None:
         self.data["events"].add({"step": step, "attempt": attempt, "kind": kind, "detail": detail})
@@ -125,17 +148,28 @@ class RunLogWriter:
                 ds.flush(force=True)
             text = json.dumps(mark(run_json), indent=2, sort_keys=True, default=str) + "\n"
             (self.tmp / "run.json").write_text(text)
-            replace_dir(self.tmp, self.out, force=self.force)
+            if self._staging is not None:
+                replace_dir(self.tmp, self.out, force=self.force)
         except BaseException:
             self.discard()
             raise
         staging, self._staging = self._staging, None
         if staging is not None:
             staging.__exit__(None, None, None)  # the staging directory is now ``out``
+        if self._old is not None:
+            shutil.rmtree(self._old, ignore_errors=True)
+            self._old = None
         return self.out
 
     def discard(self) -> None:
-        """Remove the temporary run directory (after a failure or an interruption)."""
+        """Remove the temporary run directory (after a failure or an interruption); in place, remove
+        ``out`` (this writer created it) and put back the run it was replacing."""
         if self._staging is not None:
             self._staging = None
             shutil.rmtree(self.tmp, ignore_errors=True)
+        elif self._in_place:
+            self._in_place = False
+            shutil.rmtree(self.out, ignore_errors=True)
+            if self._old is not None:
+                self._old.rename(self.out)
+                self._old = None

@@ -40,11 +40,21 @@ def test_run_directory_is_whole(flink_run: tuple[Path, dict[str, Any]]) -> None:
     run_dir, _ = flink_run
     for name in ("input", "output", "checkpoints", "events", "run.json"):
         assert (run_dir / name).exists(), name
-    assert not list(run_dir.parent.glob("run.tmp-*")), "the temporary directory was renamed, not left behind"
+    leftovers = [*run_dir.parent.glob("run.tmp-*"), *run_dir.parent.glob(".run.tmp-*"), *run_dir.parent.glob(".run.old-*")]
+    assert not leftovers, "nothing is left beside the run directory"
     meta = json.loads((run_dir / "run.json").read_text())
     assert meta["engine"] == "flink" and meta["step_unit"] == "ms"
     assert meta["flink"]["checkpoint_dir"] == str((run_dir / "flink" / "checkpoints").resolve())
     assert [j["parallelism"]["count"] for j in meta["flink"]["jobs"]] == [2, 3]
+
+
+def test_retained_checkpoints_in_the_run_directory_are_restorable(flink_run: tuple[Path, dict[str, Any]]) -> None:
+    """The run is written where it stays (Flink's _metadata may name files by absolute path), so the
+    checkpoints it retained pass `storage ls` without re-rooting anything."""
+    run_dir, _ = flink_run
+    listed = _invoke("storage", "ls", str(run_dir / "flink" / "checkpoints"))
+    assert listed.exit_code == 0, listed.output
+    assert "NOT RESTORABLE" not in listed.output and "chk-" in listed.output
 
 
 def test_unaligned_checkpoints_failure_and_rescale(flink_run: tuple[Path, dict[str, Any]]) -> None:

@@ -123,3 +123,22 @@ def test_replace_dir_replaces_only_a_cutcheck_run_with_force(tmp_path: Path) -> 
     assert json.loads((dest / "run.json").read_text())["seed"] == 2
     assert not (dest / "data").exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+
+
+def test_in_place_writer_removes_its_run_and_puts_back_the_one_it_replaced(tmp_path: Path) -> None:
+    from reference.logs import RunLogWriter
+
+    old = _run_dir(tmp_path / "run")
+    writer = RunLogWriter(old, force=True, in_place=True)
+    assert writer.tmp == old and not (old / "data").exists()  # written where it stays
+    assert is_cutcheck_run_dir(old)  # a provisional run.json: a crashed leftover can be replaced with --force
+    writer.discard()
+    assert (old / "data").read_text() == "old"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    writer = RunLogWriter(old, force=True, in_place=True)
+    writer.finalize({"seed": 3})
+    assert json.loads((old / "run.json").read_text())["seed"] == 3
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
+    fresh = RunLogWriter(tmp_path / "new", in_place=True)
+    fresh.discard()
+    assert not (tmp_path / "new").exists()
