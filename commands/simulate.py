@@ -134,7 +134,7 @@ class _StatusLine:
 @app.command()
 @user_errors
 def simulate(
-    scenario: Path = typer.Argument(..., help="Scenario JSON file (DESIGN 'Scenarios')."),
+    scenario: Path = typer.Argument(..., help="Scenario JSON file (its format: docs/scenarios.md)."),
     out_dir: Path = typer.Option(None, "--out", help="Write the recovery logs (Parquet) to this new run directory."),
     force: bool = typer.Option(False, "--force", help="Replace --out if it is a run directory cutcheck wrote earlier "
                                "(nothing else is ever replaced)."),

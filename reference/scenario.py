@@ -1,4 +1,4 @@
-"""Scenarios: a job graph plus everything the engine needs to run it reproducibly (DESIGN "Scenarios").
+"""Scenarios: a job graph plus everything the engine needs to run it reproducibly (docs/scenarios.md).
 
 Everything is checked before a run starts, so a bad scenario ends in one sentence naming the field:
 failure targets and rescales must name subtasks and vertices of the job, steps and counts are
@@ -131,6 +131,11 @@ class Scenario:
                 raise ScenarioError(f"{where}: checkpoint.{name} must be a positive integer, got {value!r}.")
         if checkpoint.mode == "aligned_timeout" and (not isinstance(checkpoint.timeout, int) or checkpoint.timeout < 0):
             raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
+        if checkpoint.timeout is not None and (not isinstance(checkpoint.timeout, int) or isinstance(checkpoint.timeout, bool)
+                                               or checkpoint.timeout < 0):
+            raise ScenarioError(f"{where}: checkpoint.timeout must be a number of steps >= 0 or null, got {checkpoint.timeout!r}.")
+        if not isinstance(checkpoint.incremental, bool):
+            raise ScenarioError(f"{where}: checkpoint.incremental must be true or false, got {checkpoint.incremental!r}.")
         if checkpoint.mode in ("unaligned", "aligned_timeout") and checkpoint.max_concurrent > 1:
             # CheckpointCoordinatorConfiguration: "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled".
             raise ScenarioError(f"{where}: checkpoint.max_concurrent must be 1 with unaligned checkpoints (Flink allows one in flight).")
@@ -157,6 +162,11 @@ class Scenario:
             raise ScenarioError(f"{where}: schedule.records_per_action must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
+        for i, r in enumerate(rescales):  # the restore after a failure applies one rescale: two would hide one
+            first = next(j for j, q in enumerate(rescales) if q.on_failure == r.on_failure)
+            if first != i:
+                raise ScenarioError(f"{where}: rescales[{i}] and rescales[{first}] both name failure {r.on_failure}; "
+                                    "give one entry per failure with every vertex to rescale in its parallelism.")
         check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
         mutants = tuple(_list(data, "mutants", where))
         for m in mutants:
@@ -289,6 +299,9 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
                 after_checkpoint=raw.get("after_checkpoint"), delay=raw.get("delay", 0))
     if (f.at_step is None) == (f.after_checkpoint is None):
         raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
+    if f.at_step is not None and raw.get("delay") not in (None, 0):
+        raise ScenarioError(f"{w}: 'delay' counts steps after a checkpoint completed, so it applies only with "
+                            "'after_checkpoint'; add it to at_step instead.")
     for name, low in (("at_step", 1), ("after_checkpoint", 1), ("delay", 0)):
         value = getattr(f, name)
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):

@@ -121,6 +121,13 @@ SCENARIO_CASES = {
     "rescale-channels-beyond-budget": (_wide_rescale, ["rescales[0]", "channels"]),
     "rescale-unknown-vertex": (lambda s, g: s.update(rescales=[{"on_failure": 0, "parallelism": {"nope": 2}}]),
                                ["rescales[0]", "nope"]),
+    "delay-with-at-step": (_fail("count[0]", at_step=50, delay=5), ["failures[0]", "delay"]),
+    "two-rescales-one-failure": (
+        lambda s, g: s.update(rescales=[{"on_failure": 0, "parallelism": {"count": 3}},
+                                        {"on_failure": 0, "parallelism": {"sink": 2}}]), ["rescales[1]", "failure 0"]),
+    "timeout-negative": (_set("checkpoint", "timeout", -5), ["checkpoint.timeout"]),
+    "timeout-not-a-number": (_set("checkpoint", "timeout", "abc"), ["checkpoint.timeout"]),
+    "incremental-not-a-boolean": (_set("checkpoint", "incremental", "yes"), ["checkpoint.incremental"]),
     "rescale-beyond-max-parallelism": (
         lambda s, g: s.update(rescales=[{"on_failure": 0, "parallelism": {"count": 1000}}]), ["rescales[0]", "count"]),
 }
