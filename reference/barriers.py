@@ -38,11 +38,6 @@ class HandlerState:
         return self
 
 
-def _unaligned(task: Task, b: Barrier) -> bool:
-    """A barrier is handled unaligned if it is a priority barrier or a timeoutable one already timed out."""
-    return b.priority or (b.options == "timeoutable" and task.timed_out(b))
-
-
 class WaitingForFirstBarrier(HandlerState):
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp <= task.last_cp:
@@ -50,7 +45,7 @@ class WaitingForFirstBarrier(HandlerState):
             return self
         if b.options == "at_least_once":
             return TrackingBarriers(b).barrier_received(task, ch, b)
-        if _unaligned(task, b):
+        if b.priority:  # an unaligned barrier (or one its sender converted on timeout)
             return CollectingBarriersUnaligned.start(task, b, first=ch)
         return CollectingBarriers(b).barrier_received(task, ch, b)
 
@@ -79,20 +74,25 @@ class CollectingBarriers(HandlerState):
         if b.cp < self.cp:
             task.resume(ch)
             return self
-        if _unaligned(task, b) and self.barrier.options == "timeoutable":
+        if b.priority and self.barrier.options == "timeoutable":
             self.received.add(ch.index_in_task)
             return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
         task.block(ch)
         self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        if task.all_received(self.received):
+            return self._complete(task)
+        if task.timed_out(self.barrier):
+            # Flink asks "all barriers received?" before "timed out?" (AbstractAlternatingAligned-
+            # BarrierHandlerState.barrierReceived): only a barrier that leaves others outstanding
+            # switches; the channel stays blocked until the checkpoint ends at this task.
+            return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+        return self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
         self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        return self._complete(task) if task.all_received(self.received) else self
 
-    def _maybe_complete(self, task: Task) -> HandlerState:
-        if not task.all_received(self.received):
-            return self
+    def _complete(self, task: Task) -> HandlerState:
         task.take_snapshot(self.barrier, unaligned=False)
         task.unblock_all()
         task.input_side_done(self.cp)
