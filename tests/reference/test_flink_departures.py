@@ -71,3 +71,64 @@ def test_before_the_timeout_a_barrier_aligns() -> None:
     engine, ch, barrier = _map_with_queued_barrier(2, timeout=100_000)
     ch.task.process(ch)
     assert isinstance(ch.task.handler, CollectingBarriers) and ch.blocked
+
+
+# ---------------------------------------------------------------- departure 5: at-least-once tracking
+def _tracking_map(max_concurrent: int) -> tuple[Engine, Any, list[int]]:
+    """A fresh at-least-once engine whose ``map[0]`` reads two channels, with checkpoints pending."""
+    raw = scenario(_chain(2), mode="at_least_once")
+    raw["checkpoint"]["max_concurrent"] = max_concurrent
+    engine = Engine(Scenario.from_json(raw))
+    cps = [engine.coordinator.trigger() for _ in range(max_concurrent)]
+    task = next(t for t in engine.tasks.values() if t.sid.vertex == "map")
+    return engine, task, cps
+
+
+def _barrier(task: Any, channel: int, cp: int) -> None:
+    b = Barrier(cp, "checkpoint", "at_least_once", 0)
+    task.handler = task.handler.barrier_received(task, task.channels[channel], b)
+
+
+def test_at_least_once_a_newer_barrier_declines_nothing() -> None:
+    """CheckpointBarrierTracker.processBarrier: the first barrier of a newer checkpoint adds it to the
+    pending checkpoints; the older one stays pending (no decline) and completes when its last
+    barrier arrives."""
+    engine, task, (one, two) = _tracking_map(2)
+    _barrier(task, 0, one)
+    _barrier(task, 0, two)
+    assert set(engine.coordinator.pending) == {one, two}
+    assert not task.snapshots
+    _barrier(task, 1, one)
+    assert one in task.snapshots and two not in task.snapshots
+    _barrier(task, 1, two)
+    assert two in task.snapshots
+    assert all(s.status != "aborted" for s in engine.coordinator.stats)
+
+
+def test_at_least_once_completing_a_newer_checkpoint_drops_older_ones_silently() -> None:
+    """CheckpointBarrierTracker: when a checkpoint completes, it "and all prior pending checkpoints
+    (which are now subsumed)" leave the queue; the task declines nothing, so the coordinator keeps
+    the older one pending until a newer one completes (CheckpointCoordinator.dropSubsumedCheckpoints)."""
+    engine, task, (one, two) = _tracking_map(2)
+    _barrier(task, 0, one)
+    _barrier(task, 0, two)
+    _barrier(task, 1, two)  # channel 1's producer never sent the barrier of ``one``
+    assert two in task.snapshots and one not in task.snapshots
+    assert one in engine.coordinator.pending
+    _barrier(task, 1, one)  # a late barrier of a dropped checkpoint is ignored
+    assert one not in task.snapshots
+    assert isinstance(task.handler, WaitingForFirstBarrier)
+
+
+def test_at_least_once_tracks_at_most_50_checkpoints() -> None:
+    """CheckpointBarrierTracker.MAX_CHECKPOINTS_TO_TRACK = 50: the 51st partly aligned checkpoint
+    pushes the oldest out of the queue; its barriers can no longer complete it."""
+    engine, task, cps = _tracking_map(51)
+    for cp in cps:
+        _barrier(task, 0, cp)
+    assert [c.barrier.cp for c in task.handler.pending] == cps[1:]  # type: ignore[attr-defined]
+    _barrier(task, 1, cps[0])
+    assert cps[0] not in task.snapshots
+    _barrier(task, 1, cps[1])
+    assert cps[1] in task.snapshots
+    assert set(engine.coordinator.pending) == set(cps)
