@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from model.execution import SubtaskId
+from reference.scenario import SavepointTrigger
 from reference.storage import CheckpointStorage, CompletedCheckpoint
 from reference.tasks import TaskSnapshot
 
@@ -41,10 +42,36 @@ class CheckpointStats:
     reason: str = ""
 
 
+class SavepointSchedule:
+    """The scenario's savepoints, each triggered once like a user's ``flink savepoint``: at a step, or
+    ``delay`` steps after a checkpoint completed. A savepoint is a forced request, which
+    CheckpointRequestDecider runs even when max-concurrent-checkpoints are pending."""
+
+    def __init__(self, triggers: tuple[SavepointTrigger, ...]):
+        self.triggers = triggers
+        self.due: dict[int, int] = {i: t.at_step for i, t in enumerate(triggers) if t.at_step is not None}
+        self.fired: set[int] = set()
+
+    def on_complete(self, cp: int, step: int) -> None:
+        for i, t in enumerate(self.triggers):
+            if t.after_checkpoint == cp and i not in self.due:
+                self.due[i] = step + t.delay
+
+    def take_due(self, step: int) -> int:
+        """How many savepoints fall due at ``step`` (each only once)."""
+        now = [i for i, d in self.due.items() if d <= step and i not in self.fired]
+        self.fired.update(now)
+        return len(now)
+
+    def timers(self) -> list[int]:
+        return [d for i, d in self.due.items() if i not in self.fired]
+
+
 class Coordinator:
     def __init__(self, engine: Engine, storage: CheckpointStorage):
         self.engine = engine
         self.storage = storage
+        self.savepoints = SavepointSchedule(engine.scenario.savepoints)
         self.next_id = 1
         self.pending: dict[int, PendingCheckpoint] = {}
         self.completed_ids: list[int] = []
@@ -113,9 +140,12 @@ class Coordinator:
 
     def _complete(self, p: PendingCheckpoint) -> None:
         del self.pending[p.cp]
-        # An older pending checkpoint is subsumed by a newer completed one.
-        for older in [c for c in self.pending if c < p.cp]:
-            self.abort(older, "subsumed by a newer completed checkpoint")
+        if p.kind != "savepoint":
+            # A completed checkpoint subsumes older pending checkpoints, never a pending savepoint
+            # (PendingCheckpoint.canBeSubsumed is false for savepoints); a completed savepoint subsumes
+            # nothing (CheckpointCoordinator.cleanupAfterCompletedCheckpoint).
+            for older in [c for c, q in self.pending.items() if c < p.cp and q.kind != "savepoint"]:
+                self.abort(older, "subsumed by a newer completed checkpoint")
         done = CompletedCheckpoint(p.cp, p.kind, self.engine.attempt, dict(self.engine.parallelism), dict(p.acks),
                                    p.trigger_step, self.engine.step)
         self.engine.check_cut(done)

@@ -22,6 +22,7 @@ _CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "inc
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
 _SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
+_SAVEPOINT = {"at_step", "after_checkpoint", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
 
 
@@ -60,6 +61,15 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class SavepointTrigger:
+    """A savepoint the user triggers: at a step, or ``delay`` steps after a checkpoint completed."""
+
+    at_step: int | None = None
+    after_checkpoint: int | None = None
+    delay: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Rescale:
     on_failure: int
     parallelism: dict[str, int]
@@ -79,6 +89,7 @@ class Scenario:
     max_steps: int = 1_000_000
     workers: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # debloat/storage/restore sections, read by their subsystems
+    savepoints: tuple[SavepointTrigger, ...] = ()
 
     @classmethod
     def from_json(cls, path_or_dict: str | Path | Mapping[str, Any]) -> Scenario:
@@ -130,6 +141,7 @@ class Scenario:
             raise ScenarioError(f"{where}: schedule.records_per_action must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
+        savepoints = tuple(_savepoint(r, i, where) for i, r in enumerate(_list(data, "savepoints", where)))
         check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
         mutants = tuple(_list(data, "mutants", where))
         for m in mutants:
@@ -141,7 +153,7 @@ class Scenario:
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ScenarioError(f"{where}: '{name}' must be a non-negative integer, got {value!r}.")
         workers = data.get("workers")
-        extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore", "batch") if k in data}
+        extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch") if k in data}
         from reference.batch import BatchConfig
         from reference.debloat import DebloatConfig
 
@@ -154,7 +166,7 @@ class Scenario:
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
             graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,
-                   workers, extra)
+                   workers, extra, savepoints)
 
     def to_json(self) -> dict[str, Any]:
         ck = self.checkpoint
@@ -176,6 +188,9 @@ class Scenario:
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],
             "rescales": [{"on_failure": r.on_failure, "parallelism": dict(r.parallelism)} for r in self.rescales],
+            **({"savepoints": [{k: v for k, v in (("at_step", t.at_step), ("after_checkpoint", t.after_checkpoint),
+                                                  ("delay", t.delay)) if v is not None}
+                               for t in self.savepoints]} if self.savepoints else {}),
             "mutants": list(self.mutants),
             "max_steps": self.max_steps,
             **({"workers": self.workers} if self.workers is not None else {}),
@@ -268,6 +283,21 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
         if vid not in {v.id for v in graph.vertices} or not rest.endswith("]") or not rest[:-1].isdigit():
             raise ScenarioError(f"{w}: target {target!r} should be VERTEX[INDEX] of the graph or worker:K.")
     return f
+
+
+def _savepoint(raw: Any, i: int, where: str) -> SavepointTrigger:
+    w = f"{where}: savepoints[{i}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{w}: must be an object with 'at_step' or 'after_checkpoint' (and optional 'delay').")
+    _no_unknown(raw, _SAVEPOINT, w)
+    t = SavepointTrigger(raw.get("at_step"), raw.get("after_checkpoint"), raw.get("delay", 0))
+    if (t.at_step is None) == (t.after_checkpoint is None):
+        raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
+    for name in ("at_step", "after_checkpoint", "delay"):
+        value = getattr(t, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ScenarioError(f"{w}: '{name}' must be a non-negative integer, got {value!r}.")
+    return t
 
 
 def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:

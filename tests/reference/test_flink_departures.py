@@ -132,3 +132,70 @@ def test_at_least_once_tracks_at_most_50_checkpoints() -> None:
     _barrier(task, 1, cps[1])
     assert cps[1] in task.snapshots
     assert set(engine.coordinator.pending) == set(cps)
+
+
+# ---------------------------------------------------------------- departure 4: savepoints
+def _ack_all(engine: Engine, cp: int) -> None:
+    from reference.tasks import TaskSnapshot
+
+    for sid in sorted(engine.coordinator.pending[cp].expected, key=lambda s: (s.vertex, s.index)):
+        engine.coordinator.acknowledge(TaskSnapshot(cp=cp, sid=sid, operator={}))
+
+
+def _coordinator_only(max_concurrent: int = 2) -> Engine:
+    raw = scenario(_chain(1), mode="aligned")
+    raw["checkpoint"]["max_concurrent"] = max_concurrent
+    engine = Engine(Scenario.from_json(raw))
+    engine.cut_checks = False  # the acknowledgements below carry no channel data
+    return engine
+
+
+def test_a_completed_checkpoint_never_subsumes_a_pending_savepoint() -> None:
+    """PendingCheckpoint.canBeSubsumed() is ``!props.isSavepoint()``, and
+    CheckpointCoordinator.dropSubsumedCheckpoints aborts only pending checkpoints that can be subsumed."""
+    engine = _coordinator_only()
+    c = engine.coordinator
+    savepoint, older, newer = c.trigger("savepoint"), c.trigger(), c.trigger()
+    _ack_all(engine, newer)
+    assert savepoint in c.pending and older not in c.pending
+    assert [(s.cp, s.status) for s in c.stats] == [(older, "aborted"), (newer, "completed")]
+    _ack_all(engine, savepoint)
+    assert c.stats[-1].cp == savepoint and c.stats[-1].status == "completed"
+
+
+def test_a_completed_savepoint_subsumes_nothing_and_notifies_no_task() -> None:
+    """CheckpointCoordinator.cleanupAfterCompletedCheckpoint drops subsumed pending checkpoints and
+    sends notifyCheckpointComplete only ``if (!props.isSavepoint() || props.isSynchronous())``."""
+    engine = _coordinator_only()
+    c = engine.coordinator
+    older, savepoint = c.trigger(), c.trigger("savepoint")
+    _ack_all(engine, savepoint)
+    assert older in c.pending
+    assert engine.notifications == []
+    _ack_all(engine, older)
+    assert {cp for _, cp in engine.notifications} == {older}
+
+
+def test_the_scenario_savepoints_are_triggered() -> None:
+    """The ``savepoints`` section triggers savepoints (at a step, or after a checkpoint), aligned as
+    Flink's always are (CheckpointOptions.forConfig), even while a checkpoint is pending (a savepoint
+    is a forced request: CheckpointRequestDecider runs it beyond max-concurrent-checkpoints)."""
+    from reference import simulate
+
+    raw = scenario("keyed-pipeline.json", mode="unaligned", seed=3, slow="count",
+                   savepoints=[{"at_step": 90}, {"after_checkpoint": 3, "delay": 5}])
+    result = simulate(Scenario.from_json(raw))
+    assert result.ok, result.violations
+    savepoints = [c for c in result.checkpoints if c["kind"] == "savepoint"]
+    assert len(savepoints) == 2 and all(c["status"] == "completed" for c in savepoints), savepoints
+    assert Scenario.from_json(Scenario.from_json(raw).to_json()).savepoints == Scenario.from_json(raw).savepoints
+
+
+def test_a_savepoints_section_is_validated() -> None:
+    import pytest
+
+    from model.errors import ScenarioError
+
+    for bad in ([{"at_step": 5, "after_checkpoint": 1}], [{}], [{"at_step": -1}], [{"step": 4}], {"at_step": 3}):
+        with pytest.raises(ScenarioError):
+            Scenario.from_json(scenario(_chain(1), savepoints=bad))
