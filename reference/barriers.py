@@ -68,7 +68,7 @@ class CollectingBarriers(HandlerState):
 
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
-            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
@@ -139,7 +139,7 @@ class CollectingBarriersUnaligned(HandlerState):
 
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
-            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.stop_persisting()
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)

@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from model.execution import SubtaskId
+from reference.failure_manager import CheckpointFailureManager
 from reference.scenario import SavepointTrigger
 from reference.storage import CheckpointStorage, CompletedCheckpoint
 from reference.tasks import TaskSnapshot
@@ -72,6 +73,8 @@ class Coordinator:
         self.engine = engine
         self.storage = storage
         self.savepoints = SavepointSchedule(engine.scenario.savepoints)
+        self.failure_manager = CheckpointFailureManager(engine.scenario.checkpoint.tolerable_failed)
+        self.job_failure: str | None = None  # set when failed checkpoints exceed the tolerance
         self.next_id = 1
         self.pending: dict[int, PendingCheckpoint] = {}
         self.completed_ids: list[int] = []
@@ -116,27 +119,31 @@ class Coordinator:
         if set(p.acks) >= p.expected:
             self._complete(p)
 
-    def decline(self, cp: int, sid: SubtaskId, reason: str) -> None:
+    def decline(self, cp: int, sid: SubtaskId, reason: str, cause: str) -> None:
         if cp in self.pending:
-            self.abort(cp, f"declined by {sid}: {reason}")
+            self.abort(cp, f"declined by {sid}: {reason}", cause, task_side=True)
 
-    def abort(self, cp: int, reason: str) -> None:
+    def abort(self, cp: int, reason: str, cause: str, *, task_side: bool = False) -> None:
+        """Abort a pending checkpoint; ``cause`` is Flink's CheckpointFailureReason, which decides
+        whether the failure counts against ``checkpoint.tolerable_failed``."""
         p = self.pending.pop(cp, None)
         if p is None:
             return
         self.storage.abort(cp)
         self.stats.append(CheckpointStats(cp, self.engine.attempt, p.kind, "aborted", p.trigger_step, self.engine.step, reason=reason))
         self.engine.on_abort(cp)
+        if self.failure_manager.on_failure(cp, p.kind, cause, task_side=task_side) and self.job_failure is None:
+            self.job_failure = f"checkpoint {cp} failed ({cause}): tolerable failed checkpoints exceeded"
 
     def expire(self, step: int) -> None:
         limit = self.engine.scenario.checkpoint.checkpoint_timeout
         for cp, p in list(self.pending.items()):
             if step - p.trigger_step > limit:
-                self.abort(cp, "expired (checkpoint timeout)")
+                self.abort(cp, "expired (checkpoint timeout)", "CHECKPOINT_EXPIRED")
 
-    def abort_all(self, reason: str) -> None:
+    def abort_all(self, reason: str, cause: str) -> None:
         for cp in list(self.pending):
-            self.abort(cp, reason)
+            self.abort(cp, reason, cause)
 
     def _complete(self, p: PendingCheckpoint) -> None:
         del self.pending[p.cp]
@@ -145,12 +152,13 @@ class Coordinator:
             # (PendingCheckpoint.canBeSubsumed is false for savepoints); a completed savepoint subsumes
             # nothing (CheckpointCoordinator.cleanupAfterCompletedCheckpoint).
             for older in [c for c, q in self.pending.items() if c < p.cp and q.kind != "savepoint"]:
-                self.abort(older, "subsumed by a newer completed checkpoint")
+                self.abort(older, "subsumed by a newer completed checkpoint", "CHECKPOINT_SUBSUMED")
         done = CompletedCheckpoint(p.cp, p.kind, self.engine.attempt, dict(self.engine.parallelism), dict(p.acks),
                                    p.trigger_step, self.engine.step)
         self.engine.check_cut(done)
         subsumed = self.storage.complete(done, self.engine.scenario.checkpoint.retained)
         self._last_completed = max(self._last_completed, p.cp)
+        self.failure_manager.on_success(p.cp)
         self.completed_ids.append(p.cp)
         stats = CheckpointStats(p.cp, self.engine.attempt, p.kind, "completed", p.trigger_step, self.engine.step)
         for snap in p.acks.values():

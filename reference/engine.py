@@ -385,6 +385,9 @@ class Engine:
                 self.fail(f.target, failure_index=i)
                 return
         c.expire(self.step)
+        if c.job_failure is not None:  # CheckpointFailureManager failed the job: a global failover
+            self.fail("job: " + c.job_failure)
+            return
         for _ in range(c.savepoints.take_due(self.step)):
             if all(map(Task.terminated, self.tasks.values())):
                 self.event("savepoint_skipped", "the job has finished")

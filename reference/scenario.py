@@ -18,7 +18,8 @@ POLICIES = ("uniform", "backpressure")
 
 _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
         "workers", "savepoints", "debloat", "storage", "restore", "batch"}
-_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
+_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout",
+               "tolerable_failed"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
 _SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
@@ -35,6 +36,9 @@ class CheckpointConfig:
     retained: int = 1
     incremental: bool = False
     checkpoint_timeout: int = 1_000_000  # a pending checkpoint older than this is aborted
+    # execution.checkpointing.tolerable-failed-checkpoints: consecutive counted failures (expiries,
+    # declines) tolerated before the job fails over (reference/failure_manager.py)
+    tolerable_failed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +122,9 @@ class Scenario:
             value = getattr(checkpoint, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ScenarioError(f"{where}: checkpoint.{name} must be a positive integer, got {value!r}.")
+        tf = checkpoint.tolerable_failed
+        if not isinstance(tf, int) or isinstance(tf, bool) or tf < 0:
+            raise ScenarioError(f"{where}: checkpoint.tolerable_failed must be a non-negative integer, got {tf!r}.")
         if checkpoint.mode == "aligned_timeout" and (not isinstance(checkpoint.timeout, int) or checkpoint.timeout < 0):
             raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
         if checkpoint.mode in ("unaligned", "aligned_timeout") and checkpoint.max_concurrent > 1:
@@ -175,7 +182,8 @@ class Scenario:
             "seed": self.seed,
             "checkpoint": {"mode": ck.mode, "interval": ck.interval, "timeout": ck.timeout,
                            "max_concurrent": ck.max_concurrent, "retained": ck.retained,
-                           "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout},
+                           "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout,
+                           "tolerable_failed": ck.tolerable_failed},
             "network": {"buffer_bytes": self.network.buffer_bytes, "record_bytes": self.network.record_bytes,
                         "exclusive": self.network.exclusive, "floating": self.network.floating,
                         "output_pool": self.network.output_pool},

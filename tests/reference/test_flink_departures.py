@@ -142,8 +142,8 @@ def _ack_all(engine: Engine, cp: int) -> None:
         engine.coordinator.acknowledge(TaskSnapshot(cp=cp, sid=sid, operator={}))
 
 
-def _coordinator_only(max_concurrent: int = 2) -> Engine:
-    raw = scenario(_chain(1), mode="aligned")
+def _coordinator_only(max_concurrent: int = 2, src_parallelism: int = 1) -> Engine:
+    raw = scenario(_chain(src_parallelism), mode="aligned")
     raw["checkpoint"]["max_concurrent"] = max_concurrent
     engine = Engine(Scenario.from_json(raw))
     engine.cut_checks = False  # the acknowledgements below carry no channel data
@@ -199,3 +199,87 @@ def test_a_savepoints_section_is_validated() -> None:
     for bad in ([{"at_step": 5, "after_checkpoint": 1}], [{}], [{"at_step": -1}], [{"step": 4}], {"at_step": 3}):
         with pytest.raises(ScenarioError):
             Scenario.from_json(scenario(_chain(1), savepoints=bad))
+
+
+# ---------------------------------------------------------------- departure 1: failed checkpoints fail the job
+def test_checkpoint_failure_manager_counts_as_flink_does() -> None:
+    """CheckpointFailureManager.checkFailureCounter: CHECKPOINT_EXPIRED and CHECKPOINT_DECLINED count,
+    each checkpoint once; CHECKPOINT_SUBSUMED, CHECKPOINT_DECLINED_SUBSUMED and JOB_FAILURE do not;
+    failures of checkpoints not newer than the last success are ignored; the job fails when the count
+    exceeds the tolerance, which clears it; a success clears it too."""
+    from reference.failure_manager import CheckpointFailureManager
+
+    m = CheckpointFailureManager(tolerable=1)
+    for cp, reason in ((1, "CHECKPOINT_SUBSUMED"), (2, "CHECKPOINT_DECLINED_SUBSUMED"), (3, "JOB_FAILURE")):
+        assert not m.on_failure(cp, "checkpoint", reason, task_side=False)
+    assert not m.on_failure(4, "checkpoint", "CHECKPOINT_EXPIRED", task_side=False)
+    assert not m.on_failure(4, "checkpoint", "CHECKPOINT_DECLINED", task_side=True)  # the same checkpoint: once
+    assert m.on_failure(5, "checkpoint", "CHECKPOINT_DECLINED", task_side=True)  # 2 > 1: fail the job
+    assert m.failures == 0  # cleared when the job fails
+    assert not m.on_failure(6, "checkpoint", "CHECKPOINT_EXPIRED", task_side=False)
+    m.on_success(7)
+    assert m.failures == 0
+    assert not m.on_failure(6, "checkpoint", "CHECKPOINT_EXPIRED", task_side=False)  # older than the success
+    assert not m.on_failure(5, "checkpoint", "CHECKPOINT_EXPIRED", task_side=False)
+    assert m.failures == 0
+
+
+def test_a_savepoint_expiry_never_counts_but_its_decline_does() -> None:
+    """handleJobLevelCheckpointException skips savepoints; handleTaskLevelCheckpointException counts a
+    (non-synchronous) savepoint's task-side failure like a checkpoint's."""
+    from reference.failure_manager import CheckpointFailureManager
+
+    m = CheckpointFailureManager(tolerable=0)
+    assert not m.on_failure(1, "savepoint", "CHECKPOINT_EXPIRED", task_side=False)
+    assert m.on_failure(2, "savepoint", "CHECKPOINT_DECLINED", task_side=True)
+
+
+def _expiring(tolerable: int | None) -> dict[str, Any]:
+    raw = scenario("keyed-pipeline.json", mode="aligned", seed=1, slow="count", interval=40)
+    raw["checkpoint"]["checkpoint_timeout"] = 400  # some aligned checkpoints under backpressure take longer
+    if tolerable is not None:
+        raw["checkpoint"]["tolerable_failed"] = tolerable
+    return raw
+
+
+def test_an_expired_checkpoint_fails_the_job_over_by_default() -> None:
+    """execution.checkpointing.tolerable-failed-checkpoints defaults to 0: the first expired checkpoint
+    fails the job (a global failover from the latest completed checkpoint); the job still ends exactly
+    once. Tolerating the failures, the same job only aborts them."""
+    from reference import simulate
+
+    strict = simulate(Scenario.from_json(_expiring(None)))
+    assert strict.ok, strict.violations
+    expired = [c for c in strict.checkpoints if c.get("reason", "").startswith("expired")]
+    assert expired and strict.restarts == len(expired)
+    tolerant = simulate(Scenario.from_json(_expiring(2**31 - 1)))
+    assert tolerant.ok and tolerant.restarts == 0
+    assert any(c.get("reason", "").startswith("expired") for c in tolerant.checkpoints)
+    some = simulate(Scenario.from_json(_expiring(1)))
+    assert some.ok and 0 < some.restarts < strict.restarts
+
+
+def test_a_checkpoint_declined_because_a_newer_barrier_arrived_does_not_fail_the_job() -> None:
+    """SingleCheckpointBarrierHandler declines the older checkpoint with CHECKPOINT_DECLINED_SUBSUMED,
+    which CheckpointFailureManager ignores, even with no failed checkpoint tolerated."""
+    engine = _coordinator_only(max_concurrent=2, src_parallelism=2)
+    older, newer = engine.coordinator.trigger(), engine.coordinator.trigger()
+    task = next(t for t in engine.tasks.values() if t.sid.vertex == "map")
+    for cp in (older, newer):
+        task.handler = task.handler.barrier_received(task, task.channels[0], Barrier(cp, "checkpoint", "aligned", 0))
+        assert isinstance(task.handler, CollectingBarriers) and task.handler.cp == cp
+    assert older not in engine.coordinator.pending and engine.coordinator.job_failure is None
+    assert engine.coordinator.stats[-1].reason.endswith("a newer barrier arrived (subsumed)")
+
+
+def test_tolerable_failed_is_validated() -> None:
+    import pytest
+
+    from model.errors import ScenarioError
+
+    for bad in (-1, "3", True, 1.5):
+        raw = scenario(_chain(1))
+        raw["checkpoint"]["tolerable_failed"] = bad
+        with pytest.raises(ScenarioError):
+            Scenario.from_json(raw)
+    assert Scenario.from_json(scenario(_chain(1))).checkpoint.tolerable_failed == 0
