@@ -283,3 +283,15 @@ def test_tolerable_failed_is_validated() -> None:
         with pytest.raises(ScenarioError):
             Scenario.from_json(raw)
     assert Scenario.from_json(scenario(_chain(1))).checkpoint.tolerable_failed == 0
+
+
+def test_failovers_from_failed_checkpoints_satisfy_the_protocol() -> None:
+    """The proved protocol needs no new rule: an expiry is an abort, the failover a restore from the
+    latest completed checkpoint, and trace validation accepts every channel's trace."""
+    from reference.batch import make_engine
+    from reference.tracing import validate_run
+
+    engine = make_engine(Scenario.from_json(_expiring(None)), trace=True)
+    engine.run()
+    assert engine.restarts > 0
+    assert validate_run([*engine.trace_archive, engine.traces]) == []
