@@ -38,19 +38,14 @@ class HandlerState:
         return self
 
 
-def _unaligned(task: Task, b: Barrier) -> bool:
-    """A barrier is handled unaligned if it is a priority barrier or a timeoutable one already timed out."""
-    return b.priority or (b.options == "timeoutable" and task.timed_out(b))
-
-
 class WaitingForFirstBarrier(HandlerState):
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp <= task.last_cp:
             task.resume(ch)  # a late barrier of a checkpoint this task finished or aborted
             return self
         if b.options == "at_least_once":
-            return TrackingBarriers(b).barrier_received(task, ch, b)
-        if _unaligned(task, b):
+            return TrackingBarriers().barrier_received(task, ch, b)
+        if b.priority:  # an unaligned barrier (or one its sender converted on timeout)
             return CollectingBarriersUnaligned.start(task, b, first=ch)
         return CollectingBarriers(b).barrier_received(task, ch, b)
 
@@ -73,26 +68,31 @@ class CollectingBarriers(HandlerState):
 
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
-            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
             task.resume(ch)
             return self
-        if _unaligned(task, b) and self.barrier.options == "timeoutable":
+        if b.priority and self.barrier.options == "timeoutable":
             self.received.add(ch.index_in_task)
             return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
         task.block(ch)
         self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        if task.all_received(self.received):
+            return self._complete(task)
+        if task.timed_out(self.barrier):
+            # Flink asks "all barriers received?" before "timed out?" (AbstractAlternatingAligned-
+            # BarrierHandlerState.barrierReceived): only a barrier that leaves others outstanding
+            # switches; the channel stays blocked until the checkpoint ends at this task.
+            return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+        return self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
         self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        return self._complete(task) if task.all_received(self.received) else self
 
-    def _maybe_complete(self, task: Task) -> HandlerState:
-        if not task.all_received(self.received):
-            return self
+    def _complete(self, task: Task) -> HandlerState:
         task.take_snapshot(self.barrier, unaligned=False)
         task.unblock_all()
         task.input_side_done(self.cp)
@@ -139,7 +139,7 @@ class CollectingBarriersUnaligned(HandlerState):
 
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
-            task.decline(self.cp, "a newer barrier arrived (subsumed)")
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.stop_persisting()
             task.unblock_all()
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
@@ -171,33 +171,60 @@ class CollectingBarriersUnaligned(HandlerState):
         return WaitingForFirstBarrier()
 
 
-class TrackingBarriers(HandlerState):
-    """At-least-once (CheckpointBarrierTracker): count barriers, never block; snapshot after the last."""
+MAX_CHECKPOINTS_TO_TRACK = 50  # CheckpointBarrierTracker's bound on partly aligned checkpoints
+
+
+class _Count:
+    """One partly aligned checkpoint of the tracker: its barrier and the channels it came on."""
 
     def __init__(self, b: Barrier):
         self.barrier = b
-        self.cp = b.cp
         self.received: set[int] = set()
 
+
+class TrackingBarriers(HandlerState):
+    """At-least-once (CheckpointBarrierTracker): count barriers, never block; snapshot after the last.
+
+    Up to ``MAX_CHECKPOINTS_TO_TRACK`` checkpoints are tracked at once, oldest first. A newer
+    barrier declines nothing: older checkpoints are dropped (silently, the coordinator subsumes or
+    expires them) only when a newer one completes here, or when a 51st one starts. A first barrier
+    of a checkpoint not newer than the newest tracked (or finished) one can no longer complete and
+    is ignored. With nothing tracked the task is idle again (``WaitingForFirstBarrier``).
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[_Count] = []
+
     def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
-        if b.cp > self.cp:
-            task.decline(self.cp, "a newer barrier arrived (subsumed)")
-            return WaitingForFirstBarrier().barrier_received(task, ch, b)
-        if b.cp < self.cp:
-            return self
-        self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        count = next((c for c in self.pending if c.barrier.cp == b.cp), None)
+        if count is None:
+            newest = self.pending[-1].barrier.cp if self.pending else -1
+            if b.cp <= max(newest, task.last_cp):
+                return self._idle()
+            count = _Count(b)
+            self.pending.append(count)
+            if len(self.pending) > MAX_CHECKPOINTS_TO_TRACK:
+                self.pending.pop(0)
+        count.received.add(ch.index_in_task)
+        return self._complete(task, count) if task.all_received(count.received) else self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
-        self.received.add(ch.index_in_task)
-        return self._maybe_complete(task)
+        # Newest first, as the tracker does: the channel counts for each until one completes.
+        for count in reversed(self.pending):
+            count.received.add(ch.index_in_task)
+            if task.all_received(count.received):
+                return self._complete(task, count)
+        return self
 
-    def _maybe_complete(self, task: Task) -> HandlerState:
-        if not task.all_received(self.received):
-            return self
-        task.take_snapshot(self.barrier, unaligned=False)
-        task.input_side_done(self.cp)
-        return WaitingForFirstBarrier()
+    def _complete(self, task: Task, count: _Count) -> HandlerState:
+        del self.pending[: self.pending.index(count) + 1]  # it and every older one (now subsumed)
+        task.take_snapshot(count.barrier, unaligned=False)
+        task.input_side_done(count.barrier.cp)
+        return self._idle()
 
     def abort(self, task: Task, cp: int) -> HandlerState:
-        return WaitingForFirstBarrier() if cp == self.cp else self
+        self.pending = [c for c in self.pending if c.barrier.cp != cp]
+        return self._idle()
+
+    def _idle(self) -> HandlerState:
+        return self if self.pending else WaitingForFirstBarrier()

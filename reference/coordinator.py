@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from model.execution import SubtaskId
+from reference.failure_manager import CheckpointFailureManager
+from reference.scenario import SavepointTrigger
 from reference.storage import CheckpointStorage, CompletedCheckpoint
 from reference.tasks import TaskSnapshot
 
@@ -41,10 +43,38 @@ class CheckpointStats:
     reason: str = ""
 
 
+class SavepointSchedule:
+    """The scenario's savepoints, each triggered once like a user's ``flink savepoint``: at a step, or
+    ``delay`` steps after a checkpoint completed. A savepoint is a forced request, which
+    CheckpointRequestDecider runs even when max-concurrent-checkpoints are pending."""
+
+    def __init__(self, triggers: tuple[SavepointTrigger, ...]):
+        self.triggers = triggers
+        self.due: dict[int, int] = {i: t.at_step for i, t in enumerate(triggers) if t.at_step is not None}
+        self.fired: set[int] = set()
+
+    def on_complete(self, cp: int, step: int) -> None:
+        for i, t in enumerate(self.triggers):
+            if t.after_checkpoint == cp and i not in self.due:
+                self.due[i] = step + t.delay
+
+    def take_due(self, step: int) -> int:
+        """How many savepoints fall due at ``step`` (each only once)."""
+        now = [i for i, d in self.due.items() if d <= step and i not in self.fired]
+        self.fired.update(now)
+        return len(now)
+
+    def timers(self) -> list[int]:
+        return [d for i, d in self.due.items() if i not in self.fired]
+
+
 class Coordinator:
     def __init__(self, engine: Engine, storage: CheckpointStorage):
         self.engine = engine
         self.storage = storage
+        self.savepoints = SavepointSchedule(engine.scenario.savepoints)
+        self.failure_manager = CheckpointFailureManager(engine.scenario.checkpoint.tolerable_failed)
+        self.job_failure: str | None = None  # set when failed checkpoints exceed the tolerance
         self.next_id = 1
         self.pending: dict[int, PendingCheckpoint] = {}
         self.completed_ids: list[int] = []
@@ -89,38 +119,46 @@ class Coordinator:
         if set(p.acks) >= p.expected:
             self._complete(p)
 
-    def decline(self, cp: int, sid: SubtaskId, reason: str) -> None:
+    def decline(self, cp: int, sid: SubtaskId, reason: str, cause: str) -> None:
         if cp in self.pending:
-            self.abort(cp, f"declined by {sid}: {reason}")
+            self.abort(cp, f"declined by {sid}: {reason}", cause, task_side=True)
 
-    def abort(self, cp: int, reason: str) -> None:
+    def abort(self, cp: int, reason: str, cause: str, *, task_side: bool = False) -> None:
+        """Abort a pending checkpoint; ``cause`` is Flink's CheckpointFailureReason, which decides
+        whether the failure counts against ``checkpoint.tolerable_failed``."""
         p = self.pending.pop(cp, None)
         if p is None:
             return
         self.storage.abort(cp)
         self.stats.append(CheckpointStats(cp, self.engine.attempt, p.kind, "aborted", p.trigger_step, self.engine.step, reason=reason))
         self.engine.on_abort(cp)
+        if self.failure_manager.on_failure(cp, p.kind, cause, task_side=task_side) and self.job_failure is None:
+            self.job_failure = f"checkpoint {cp} failed ({cause}): tolerable failed checkpoints exceeded"
 
     def expire(self, step: int) -> None:
         limit = self.engine.scenario.checkpoint.checkpoint_timeout
         for cp, p in list(self.pending.items()):
             if step - p.trigger_step > limit:
-                self.abort(cp, "expired (checkpoint timeout)")
+                self.abort(cp, "expired (checkpoint timeout)", "CHECKPOINT_EXPIRED")
 
-    def abort_all(self, reason: str) -> None:
+    def abort_all(self, reason: str, cause: str) -> None:
         for cp in list(self.pending):
-            self.abort(cp, reason)
+            self.abort(cp, reason, cause)
 
     def _complete(self, p: PendingCheckpoint) -> None:
         del self.pending[p.cp]
-        # An older pending checkpoint is subsumed by a newer completed one.
-        for older in [c for c in self.pending if c < p.cp]:
-            self.abort(older, "subsumed by a newer completed checkpoint")
+        if p.kind != "savepoint":
+            # A completed checkpoint subsumes older pending checkpoints, never a pending savepoint
+            # (PendingCheckpoint.canBeSubsumed is false for savepoints); a completed savepoint subsumes
+            # nothing (CheckpointCoordinator.cleanupAfterCompletedCheckpoint).
+            for older in [c for c, q in self.pending.items() if c < p.cp and q.kind != "savepoint"]:
+                self.abort(older, "subsumed by a newer completed checkpoint", "CHECKPOINT_SUBSUMED")
         done = CompletedCheckpoint(p.cp, p.kind, self.engine.attempt, dict(self.engine.parallelism), dict(p.acks),
                                    p.trigger_step, self.engine.step)
         self.engine.check_cut(done)
         subsumed = self.storage.complete(done, self.engine.scenario.checkpoint.retained)
         self._last_completed = max(self._last_completed, p.cp)
+        self.failure_manager.on_success(p.cp)
         self.completed_ids.append(p.cp)
         stats = CheckpointStats(p.cp, self.engine.attempt, p.kind, "completed", p.trigger_step, self.engine.step)
         for snap in p.acks.values():

@@ -341,7 +341,9 @@ class Engine:
         for t in self.tasks.values():
             for cp in [c for c in t.snapshots if c <= done.cp]:
                 del t.snapshots[cp]
-            self.notifications.append((t, done.cp))
+            if done.kind != "savepoint":  # a savepoint notifies no task: sinks commit nothing on it
+                self.notifications.append((t, done.cp))
+        self.coordinator.savepoints.on_complete(done.cp, self.step)
         for i, f in enumerate(self.scenario.failures):
             if f.after_checkpoint == done.cp and i not in self.fired_failures and i not in self.failure_due:
                 self.failure_due[i] = self.step + f.delay
@@ -383,6 +385,14 @@ class Engine:
                 self.fail(f.target, failure_index=i)
                 return
         c.expire(self.step)
+        if c.job_failure is not None:  # CheckpointFailureManager failed the job: a global failover
+            self.fail("job: " + c.job_failure)
+            return
+        for _ in range(c.savepoints.take_due(self.step)):
+            if all(map(Task.terminated, self.tasks.values())):
+                self.event("savepoint_skipped", "the job has finished")
+            else:
+                self.trigger_checkpoint("savepoint")
         for cp, p in list(c.pending.items()):
             if p.options == "timeoutable" and not p.timeout_fired and self.timed_out(cp):
                 p.timeout_fired = True
@@ -408,6 +418,7 @@ class Engine:
     def _next_timer(self) -> int | None:
         candidates = [self.next_trigger] if self.coordinator.can_trigger() else []
         candidates += [d for i, d in self.failure_due.items() if i not in self.fired_failures]
+        candidates += self.coordinator.savepoints.timers()
         candidates += [f.at_step for i, f in enumerate(self.scenario.failures) if f.at_step is not None and i not in self.fired_failures]
         if self.scenario.checkpoint.timeout is not None:
             candidates += [p.trigger_step + self.scenario.checkpoint.timeout + 1 for p in self.coordinator.pending.values() if not p.timeout_fired]

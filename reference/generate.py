@@ -19,6 +19,7 @@ T = TypeVar("T")
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
+UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1  # Flink's CheckpointFailureManager.UNLIMITED_TOLERABLE_FAILURE_NUMBER
 SINGLE_GATE_FAMILIES = (("forward", "rescale", "broadcast"), ("rebalance", "shuffle"), ("global",), ("custom",))
 ANY_INPUT = ("rebalance", "forward", "hash", "shuffle", "rescale", "global", "custom", "broadcast")
 MIDDLE_KINDS = ("map", "keyed_count", "filter", "union", "co_map", "broadcast_state")
@@ -150,16 +151,19 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
            "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
            "max_steps": 1_000 * max_records}  # 200 000 at the default size; bigger jobs need longer
+    expiring = storage
     if not storage and d.integer(0, 3) == 3:
         # Now and then checkpoints that expire (drawn last, so every other draw of a seed is kept):
         # the barriers of an aborted checkpoint still travel, and must not disturb the next one.
         ck["checkpoint_timeout"] = _expiry(d, interval, graph)
+        expiring = True
     # Every generated job has a checkpoint timeout, as every Flink job has (10 minutes by default),
     # far above what a checkpoint of these small jobs needs when it can complete at all. Some cannot:
     # where an unaligned stage feeds a forced-aligned join that also waits on the unaligned stage's
     # own (forced-aligned) producer, the join's alignment blocks the stage, the stage backpressures
     # the producer, and the producer cannot reach its barrier. Flink ends such a checkpoint only by
-    # expiry, and so does the engine (a scenario's default timeout, 1,000,000 steps, outlasts the run).
+    # expiry, and so does the engine (a scenario's default timeout, 1,000,000 steps, outlasts the run);
+    # with Flink's default tolerance of no failed checkpoint, that expiry fails the job over.
     ck.setdefault("checkpoint_timeout", GENERATED_CHECKPOINT_TIMEOUT)
     if storage:
         # On-disk incremental checkpoints, several retained, and checkpoints that expire or are
@@ -169,6 +173,12 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         ck["checkpoint_timeout"] = _expiry(d, interval, graph)
         # Nothing inlined into _metadata, so keyed state lands in shared files that checkpoints reuse.
         out["storage"] = {"incremental": True, "inline_threshold": 0}  # the directory: whoever runs it
+    if expiring:
+        # Drawn expiries are there to abort checkpoints and leave their barriers travelling; under
+        # the default tolerance each would fail the job over, and a job whose checkpoints take longer
+        # than the timeout would restart forever (as in Flink). Such jobs tolerate failed checkpoints,
+        # as a Flink user would configure them; the others keep Flink's default, 0.
+        ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
     return out
 
 

@@ -21,7 +21,8 @@ if TYPE_CHECKING:
 def global_failover(engine: Engine, target: str, failure_index: int | None) -> None:
     engine.event("failure", target)
     engine.restarts += 1
-    engine.coordinator.abort_all("job failover")
+    engine.coordinator.abort_all("job failover", "JOB_FAILURE")
+    engine.coordinator.job_failure = None  # the failover this was asking for
     engine.notifications.clear()
     latest = engine.storage.latest()
     new_parallelism = None

@@ -16,26 +16,26 @@ from pathlib import Path
 from typing import Any
 
 from model.errors import GraphError, ScenarioError
-from model.execution import MAX_CHANNELS, channel_count
 from model.graph import JobGraph
 from model.inflight import NetworkConfig
 from reference.mutations import MUTANTS
+from reference.scenario_limits import check_budgets, check_channels, check_targets
 
 MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
 POLICIES = ("uniform", "backpressure")
 
 _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
         "workers", "savepoints", "debloat", "storage", "restore", "batch"}
-_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout"}
+_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout",
+               "tolerable_failed"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
 _SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
 _FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
+_SAVEPOINT = {"at_step", "after_checkpoint", "delay"}
 _RESCALE = {"on_failure", "parallelism"}
 
 # The engine's size budgets (README "simulate"): the oracle keeps a byte per record and the verdict
 # compares per source, so 10**8 records take about 300 MB; every split is a list entry of its source.
-MAX_RECORDS = 100_000_000
-MAX_SPLITS = 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +47,9 @@ class CheckpointConfig:
     retained: int = 1
     incremental: bool = False
     checkpoint_timeout: int = 1_000_000  # a pending checkpoint older than this is aborted
+    # execution.checkpointing.tolerable-failed-checkpoints: consecutive counted failures (expiries,
+    # declines) tolerated before the job fails over (reference/failure_manager.py)
+    tolerable_failed: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +76,15 @@ class Failure:
 
 
 @dataclass(frozen=True, slots=True)
+class SavepointTrigger:
+    """A savepoint the user triggers: at a step, or ``delay`` steps after a checkpoint completed."""
+
+    at_step: int | None = None
+    after_checkpoint: int | None = None
+    delay: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Rescale:
     on_failure: int
     parallelism: dict[str, int]
@@ -92,6 +104,7 @@ class Scenario:
     max_steps: int = 1_000_000
     workers: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)  # debloat/storage/restore sections, read by their subsystems
+    savepoints: tuple[SavepointTrigger, ...] = ()
 
     @classmethod
     def from_json(cls, path_or_dict: str | Path | Mapping[str, Any]) -> Scenario:
@@ -129,6 +142,9 @@ class Scenario:
             value = getattr(checkpoint, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ScenarioError(f"{where}: checkpoint.{name} must be a positive integer, got {value!r}.")
+        tf = checkpoint.tolerable_failed
+        if not isinstance(tf, int) or isinstance(tf, bool) or tf < 0:
+            raise ScenarioError(f"{where}: checkpoint.tolerable_failed must be a non-negative integer, got {tf!r}.")
         if checkpoint.mode == "aligned_timeout" and (not isinstance(checkpoint.timeout, int) or checkpoint.timeout < 0):
             raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
         if checkpoint.timeout is not None and (not isinstance(checkpoint.timeout, int) or isinstance(checkpoint.timeout, bool)
@@ -167,6 +183,7 @@ class Scenario:
             if first != i:
                 raise ScenarioError(f"{where}: rescales[{i}] and rescales[{first}] both name failure {r.on_failure}; "
                                     "give one entry per failure with every vertex to rescale in its parallelism.")
+        savepoints = tuple(_savepoint(r, i, where) for i, r in enumerate(_list(data, "savepoints", where)))
         check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
         mutants = tuple(_list(data, "mutants", where))
         for m in mutants:
@@ -180,8 +197,8 @@ class Scenario:
         workers = data.get("workers")
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise ScenarioError(f"{where}: 'workers' must be a positive integer or absent, got {workers!r}.")
-        _check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
-        extra = {k: data[k] for k in ("savepoints", "debloat", "storage", "restore", "batch") if k in data}
+        check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
+        extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch") if k in data}
         from reference.batch import BatchConfig
         from reference.debloat import DebloatConfig
 
@@ -194,7 +211,7 @@ class Scenario:
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
             graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,
-                   workers, extra)
+                   workers, extra, savepoints)
 
     def to_json(self) -> dict[str, Any]:
         ck = self.checkpoint
@@ -203,7 +220,8 @@ class Scenario:
             "seed": self.seed,
             "checkpoint": {"mode": ck.mode, "interval": ck.interval, "timeout": ck.timeout,
                            "max_concurrent": ck.max_concurrent, "retained": ck.retained,
-                           "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout},
+                           "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout,
+                           "tolerable_failed": ck.tolerable_failed},
             "network": {"buffer_bytes": self.network.buffer_bytes, "record_bytes": self.network.record_bytes,
                         "exclusive": self.network.exclusive, "floating": self.network.floating,
                         "output_pool": self.network.output_pool},
@@ -216,6 +234,9 @@ class Scenario:
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],
             "rescales": [{"on_failure": r.on_failure, "parallelism": dict(r.parallelism)} for r in self.rescales],
+            **({"savepoints": [{k: v for k, v in (("at_step", t.at_step), ("after_checkpoint", t.after_checkpoint),
+                                                  ("delay", t.delay)) if v is not None}
+                               for t in self.savepoints]} if self.savepoints else {}),
             "mutants": list(self.mutants),
             "max_steps": self.max_steps,
             **({"workers": self.workers} if self.workers is not None else {}),
@@ -318,52 +339,19 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
     return f
 
 
-def _check_targets(graph: JobGraph, failures: tuple[Failure, ...], rescales: tuple[Rescale, ...],
-                   workers: int | None, max_steps: int, restored: bool, where: str) -> None:
-    """Every failure can fire: its subtask or worker exists at some parallelism of the run, and its
-    time lies within ``max_steps`` (the engine triggers at most one checkpoint per step)."""
-    widest = {v.id: v.parallelism for v in graph.vertices}
-    for r in rescales:
-        for vid, p in r.parallelism.items():
-            widest[vid] = max(widest.get(vid, 0), p)
-    n_workers = workers or max(widest.values())
-    for i, f in enumerate(failures):
-        w = f"{where}: failures[{i}]"
-        if f.target.startswith("worker:"):
-            k = int(f.target[7:])
-            if k >= n_workers:
-                raise ScenarioError(f"{w}.target {f.target} names no worker; the job runs on workers 0..{n_workers - 1}.")
-        else:
-            vid, _, rest = f.target.partition("[")
-            if int(rest[:-1]) >= widest[vid]:
-                raise ScenarioError(f"{w}.target {f.target} is not a subtask of the job: '{vid}' runs at parallelism "
-                                    f"{widest[vid]} (subtasks {vid}[0]..{vid}[{widest[vid] - 1}]); name one of those.")
-        if f.at_step is not None and f.at_step >= max_steps:
-            raise ScenarioError(f"{w}.at_step {f.at_step} is not below max_steps {max_steps}, so the failure could "
-                                "never fire; lower at_step or raise max_steps.")
-        if f.after_checkpoint is not None and not restored and f.after_checkpoint > max_steps:
-            raise ScenarioError(f"{w}.after_checkpoint {f.after_checkpoint} can never be reached: the run has at most "
-                                f"max_steps {max_steps} steps and triggers at most one checkpoint per step; lower "
-                                "after_checkpoint or raise max_steps.")
-
-
-def check_budgets(graph: JobGraph, where: str) -> None:
-    """Refuse, before the run, a job beyond what the engine can hold (the README's budgets)."""
-    sources = [v for v in graph.vertices if v.kind == "source"]
-    for name, limit in (("records", MAX_RECORDS), ("splits", MAX_SPLITS)):
-        total = sum(getattr(v, name) for v in sources)
-        if total > limit:
-            v = max(sources, key=lambda v: getattr(v, name))
-            raise ScenarioError(f"{where}: graph: vertex '{v.id}' has {name} {getattr(v, name)}, and the sources "
-                                f"together {total}, above the engine's budget of {limit} {name}; lower '{name}'.")
-    _check_channels(graph, {}, f"{where}: graph", "parallelism")
-
-
-def _check_channels(graph: JobGraph, parallelism: Mapping[str, int], where: str, field_name: str) -> None:
-    total = channel_count(graph, parallelism)
-    if total > MAX_CHANNELS:
-        raise ScenarioError(f"{where}: the {field_name} gives the job {total} channels, above the engine's budget of "
-                            f"{MAX_CHANNELS} channels (model.execution.MAX_CHANNELS); lower the parallelism.")
+def _savepoint(raw: Any, i: int, where: str) -> SavepointTrigger:
+    w = f"{where}: savepoints[{i}]"
+    if not isinstance(raw, dict):
+        raise ScenarioError(f"{w}: must be an object with 'at_step' or 'after_checkpoint' (and optional 'delay').")
+    _no_unknown(raw, _SAVEPOINT, w)
+    t = SavepointTrigger(raw.get("at_step"), raw.get("after_checkpoint"), raw.get("delay", 0))
+    if (t.at_step is None) == (t.after_checkpoint is None):
+        raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
+    for name in ("at_step", "after_checkpoint", "delay"):
+        value = getattr(t, name)
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
+            raise ScenarioError(f"{w}: '{name}' must be a non-negative integer, got {value!r}.")
+    return t
 
 
 def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:
@@ -394,7 +382,7 @@ def check_rescales(graph: JobGraph, rescales: tuple[Rescale, ...], labels: list[
                 raise ScenarioError(f"{w}: parallelism {p} of '{vid}' is outside 1..{limit}, its max parallelism "
                                     f"(which fixes its key groups); choose at most {limit}.")
             current[vid] = p
-        _check_channels(graph, current, w, "parallelism")
+        check_channels(graph, current, w, "parallelism")
         for e in graph.edges:
             if e.partitioner == "forward" and current[e.source] != current[e.target]:
                 raise ScenarioError(f"{w}: {e.describe()} is forward, which keeps equal parallelism on both ends, but the "

@@ -298,10 +298,11 @@ class Task:
         for ch in self.channels:
             ch.persisting = None
 
-    def decline(self, cp: int, reason: str) -> None:
+    def decline(self, cp: int, reason: str, cause: str) -> None:
+        """Decline ``cp``; ``cause`` is Flink's CheckpointFailureReason for it."""
         self.last_cp = max(self.last_cp, cp)
         self.snapshots.pop(cp, None)
-        self.engine.coordinator.decline(cp, self.sid, reason)
+        self.engine.coordinator.decline(cp, self.sid, reason, cause)
 
     def prioritise_queued_barriers(self, cp: int) -> set[int]:
         """Move queued in-order barriers of ``cp`` out of the data order (announcements, facts §3.6)."""

@@ -1,0 +1,56 @@
+"""Which failed checkpoints fail the job (Flink's ``CheckpointFailureManager``).
+
+``execution.checkpointing.tolerable-failed-checkpoints`` (the scenario's ``checkpoint.tolerable_failed``)
+defaults to 0: the first failed checkpoint that counts fails the job, whose failover restarts it
+from the latest completed checkpoint. Which failures count depends on their reason:
+
+* counted: ``CHECKPOINT_EXPIRED``, ``CHECKPOINT_DECLINED`` (and I/O or asynchronous snapshot
+  exceptions, which the engine never raises), each checkpoint at most once;
+* not counted: ``CHECKPOINT_SUBSUMED`` (a newer checkpoint completed), ``CHECKPOINT_DECLINED_SUBSUMED``
+  (a task saw a newer barrier), ``JOB_FAILURE``/``TASK_FAILURE`` (aborted by a failover),
+  ``CHECKPOINT_DECLINED_INPUT_END_OF_STREAM`` and the other trigger-side reasons;
+* a failure of a checkpoint not newer than the last successful one never counts;
+* a savepoint's failure on the JobManager side (its expiry) never counts; a task-side one
+  (a decline with a counted reason) does;
+* a completed checkpoint or savepoint newer than the last success resets the count, and so does
+  failing the job.
+"""
+
+from __future__ import annotations
+
+COUNTED = frozenset({"CHECKPOINT_EXPIRED", "CHECKPOINT_DECLINED", "IO_EXCEPTION", "CHECKPOINT_ASYNC_EXCEPTION"})
+REASONS = COUNTED | {"CHECKPOINT_SUBSUMED", "CHECKPOINT_DECLINED_SUBSUMED", "JOB_FAILURE", "TASK_FAILURE",
+                     "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"}
+
+
+class CheckpointFailureManager:
+    def __init__(self, tolerable: int):
+        self.tolerable = tolerable
+        self.failures = 0  # consecutive counted failures
+        self.counted: set[int] = set()
+        self.last_succeeded = -1
+
+    def on_success(self, cp: int) -> None:
+        if cp > self.last_succeeded:
+            self.last_succeeded = cp
+            self._clear()
+
+    def on_failure(self, cp: int, kind: str, reason: str, *, task_side: bool) -> bool:
+        """Count one failed checkpoint; True when the job must fail (the count exceeds the tolerance)."""
+        if reason not in REASONS:
+            raise ValueError(f"unknown checkpoint failure reason {reason!r}")
+        if kind == "savepoint" and not task_side:
+            return False  # a user's savepoint: failing the job over would not help it
+        if cp <= self.last_succeeded:
+            return False
+        if reason in COUNTED and cp not in self.counted:
+            self.counted.add(cp)
+            self.failures += 1
+        if self.failures > self.tolerable:
+            self._clear()
+            return True
+        return False
+
+    def _clear(self) -> None:
+        self.failures = 0
+        self.counted.clear()
