@@ -48,6 +48,8 @@ MASTER_STATE_MAGIC = -0x3694E96A  # 0xc96b1696 as a Java int
 VERSIONS = (3, 4, 5, 6, 7)
 SCOPES = ("exclusive", "shared", "taskowned")
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
+_AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/]*)(/.*)?\Z")  # a URI's scheme://authority, then its path
+OBJECT_SCHEMES = ("s3", "s3a", "s3n", "s3p", "gs", "gcs", "oss", "abfs", "abfss", "wasb", "wasbs", "cos", "obs")
 
 # Handle type bytes (MetadataV2V3SerializerBase); one numbering for keyed, operator and stream handles.
 NULL, BYTES, FILE, KEY_GROUPS, OPERATOR, INCREMENTAL, RELATIVE, SAVEPOINT_KEY_GROUPS = 0, 1, 2, 3, 4, 5, 6, 7
@@ -328,13 +330,22 @@ def read_metadata(path: str) -> FlinkMetadata:
 
 
 def local_path(flink_path: str) -> str:
-    """The path part of a Flink path string (``file:/x``, ``file:///x``, ``hdfs://nn/x``, ``/x``), as the JVM's URI.getPath."""
+    """The path part of a Flink path string (``file:/x``, ``file:///x``, ``hdfs://nn/x``, ``/x``), as the JVM's URI.getPath;
+    on an object store (``s3://bucket/key`` and the like) the whole URI, since the bucket is part of where it is."""
     m = _SCHEME.match(flink_path)
+    if m and m.group(0)[:-1].lower() in OBJECT_SCHEMES and flink_path[m.end():].startswith("//"):
+        return _norm(flink_path)
     rest = flink_path[m.end():] if m else flink_path
     if rest.startswith("//"):
         slash = rest.find("/", 2)
         rest = rest[slash:] if slash >= 0 else ""
     return rest
+
+
+def _norm(path: str) -> str:
+    """os.path.normpath that keeps ``scheme://authority`` of a URI whole."""
+    m = _AUTHORITY.match(path)
+    return (m.group(1) + os.path.normpath(m.group(2)) if m.group(2) else path) if m else os.path.normpath(path)
 
 
 def scope_of(path: str) -> str:
@@ -358,7 +369,7 @@ def refs_of(meta: FlinkMetadata, chk_dir: str, size: int) -> CheckpointRefs:
             inlined += ref.size
             continue
         raw = os.path.join(chk_dir, ref.path) if ref.kind == "relative" else local_path(ref.path)
-        path = os.path.normpath(raw)  # as written: what a restore reads
+        path = _norm(raw)  # as written: what a restore reads
         files[scope_of(path)].add(path)
     name = os.path.basename(chk_dir)
     savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"

@@ -86,6 +86,22 @@ def referenced_files(directory: str) -> CheckpointRefs:
     """The per-checkpoint "referenced files" function the inspection is built on."""
     directory = os.path.abspath(directory)
     meta, size = read_metadata(directory)
+    return _refs(meta, size, directory)
+
+
+def refs_from_bytes(data: bytes, directory: str, source: str) -> CheckpointRefs:
+    """``referenced_files`` of ``_metadata`` bytes read elsewhere (an object store): ``directory`` is the
+    POSIX path its relative paths resolve against, ``source`` names it in errors."""
+    meta = loads(data, source)
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT:
+        raise StorageError(f"{source}: not a cutcheck checkpoint (format {FORMAT} expected); was it written by another tool?")
+    try:
+        return _refs(meta, len(data), directory)
+    except StorageError as exc:
+        raise StorageError(str(exc).replace(metadata_path(directory), source)) from None
+
+
+def _refs(meta: dict[str, Any], size: int, directory: str) -> CheckpointRefs:
     try:
         files = {scope: [resolve(p, directory) for p in meta["files"].get(scope, [])] for scope in SCOPES}
         refs = CheckpointRefs(int(meta["checkpoint"]), str(meta["kind"]), str(meta["job"]), directory, files,

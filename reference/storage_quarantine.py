@@ -12,7 +12,8 @@ run of the command, keeping their paths::
 The manifest is written before the first move (``"complete": false``) and again after the last, so
 an interrupted run leaves a batch that ``restore_batch`` still puts back. Moves are ``link`` then
 ``unlink`` (never overwriting), falling back to copy-verify-remove across file systems; on an object
-store the same is a copy to the quarantine prefix, a check, then a delete. ``restore_batch`` puts a
+store (reference.storage_quarantine_store) the same is a copy to the quarantine prefix, a size check,
+then DeleteObjects 1000 keys at a time, with the copy's ETag in the manifest instead of a sha256. ``restore_batch`` puts a
 batch back and refuses, before moving anything, when a file exists again at an original path or a
 stored file no longer has the hash it had; ``purge`` removes whole batches older than a number of
 days. Nothing under the quarantine is ever scanned as a checkpoint or called an orphan.
@@ -33,6 +34,7 @@ from model.errors import StorageError
 from reference.storage_files import METADATA
 from reference.storage_inspect import CheckpointListing
 from reference.storage_scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
+from reference.storage_store import Store, local_form, open_store
 
 MANIFEST = "manifest.json"
 FILES = "files"
@@ -47,6 +49,7 @@ class Moved:
     sha256: str
     mtime: float
     reason: str
+    etag: str = ""  # on an object store: the stored copy's ETag (sha256 is then empty)
 
 
 @dataclass(slots=True)
@@ -126,8 +129,12 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
                now: float | None = None) -> Batch:
     """Move the listing's orphans into a new batch; return it (its files are what moved)."""
     if listing.unreadable:
-        raise StorageError(f"{listing.unreadable[0]}: unreadable checkpoint metadata; it may reference any file, "
-                           f"so no file is moved. Remove or fix it first.")
+        raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
+                           f"any file, so no file is moved. Remove or fix it first.")
+    if not listing.store.is_local:
+        from reference import storage_quarantine_store
+
+        return storage_quarantine_store.quarantine(listing, reasons, min_age=min_age, now=now)
     keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
     anchor = _anchor(listing)
     started = time.time() if now is None else now
@@ -196,19 +203,39 @@ def quarantine_dir(base: str) -> str:
 
 def load_batch(path: str) -> Batch:
     try:
-        with open(os.path.join(path, MANIFEST)) as fh:
-            raw = json.load(fh)
+        with open(os.path.join(path, MANIFEST), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        data = b""
+    return load_batch_json(path, data, path)
+
+
+def load_batch_json(path: str, data: bytes, shown: str) -> Batch:
+    """A batch from its manifest's bytes; ``shown`` names the batch in errors."""
+    try:
+        raw = json.loads(data)
         if raw.get("format") != FORMAT:
             raise ValueError("format")
         files = [Moved(**m) for m in raw["files"]]
         return Batch(path, raw["base"], raw["created"], float(raw["created_unix"]), files, list(raw["removed_dirs"]),
                      bool(raw["complete"]))
-    except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise StorageError(f"{path}: not a readable quarantine batch ({type(exc).__name__}); its {MANIFEST} is "
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StorageError(f"{shown}: not a readable quarantine batch ({type(exc).__name__}); its {MANIFEST} is "
                            f"missing or damaged, so cutcheck leaves it alone.") from None
 
 
-def batches(base: str) -> list[Batch]:
+def _remote(base: str, endpoint_url: str | None) -> tuple[Store, str] | None:
+    store, path = open_store(base, endpoint_url)
+    return None if store.is_local else (store, path)
+
+
+def batches(base: str, endpoint_url: str | None = None) -> list[Batch]:
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from reference import storage_quarantine_store
+
+        return storage_quarantine_store.batches(*remote)
+    base = local_form(base) or base
     root = quarantine_dir(base)
     found = []
     for name in sorted(os.listdir(root)):
@@ -217,19 +244,28 @@ def batches(base: str) -> list[Batch]:
     return sorted(found, key=lambda b: (b.created_unix, b.name))
 
 
-def restore_batch(base: str, name: str | None = None) -> Batch:
-    """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
-    every = batches(base)
+def pick_batch(every: list[Batch], base: str, name: str | None) -> Batch:
+    """The batch named (default: the newest) among those of a base."""
     if not every:
-        raise StorageError(f"{quarantine_dir(base)}: holds no batch to restore.")
+        raise StorageError(f"{base}: its {QUARANTINE_DIR} holds no batch to restore.")
     if name is None:
-        batch = every[-1]
-    else:
-        match = [b for b in every if b.name == os.path.basename(name.rstrip(os.sep))]
-        if not match:
-            raise StorageError(f"{name}: no such batch in {quarantine_dir(base)}; 'cutcheck storage purge "
-                               f"{base} --older-than 0' lists them.")
-        batch = match[0]
+        return every[-1]
+    match = [b for b in every if b.name == os.path.basename(name.rstrip(os.sep))]
+    if not match:
+        raise StorageError(f"{name}: no such batch in {base}/{QUARANTINE_DIR}; 'cutcheck storage purge "
+                           f"{base} --older-than 0' lists them.")
+    return match[0]
+
+
+def restore_batch(base: str, name: str | None = None, endpoint_url: str | None = None) -> Batch:
+    """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from reference import storage_quarantine_store
+
+        return storage_quarantine_store.restore_batch(*remote, name)
+    base = local_form(base) or base
+    batch = pick_batch(batches(base), base, name)
     todo = []
     for m in batch.files:
         stored = os.path.join(batch.path, FILES, m.stored)
@@ -263,8 +299,15 @@ def restore_batch(base: str, name: str | None = None) -> Batch:
     return batch
 
 
-def purge(base: str, older_than_days: float, *, yes: bool, now: float | None = None) -> list[Batch]:
+def purge(base: str, older_than_days: float, *, yes: bool, now: float | None = None,
+          endpoint_url: str | None = None) -> list[Batch]:
     """The batches older than ``older_than_days``; removed for good only with ``yes``."""
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from reference import storage_quarantine_store
+
+        return storage_quarantine_store.purge(*remote, older_than_days, yes=yes, now=now)
+    base = local_form(base) or base
     if not older_than_days >= 0:
         raise StorageError(f"--older-than {older_than_days} must be a number of days, 0 or more.")
     limit = (time.time() if now is None else now) - older_than_days * 86400

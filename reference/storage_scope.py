@@ -23,8 +23,10 @@ from dataclasses import dataclass
 
 from model.errors import StorageError
 from reference.storage_files import CHK_PREFIX, METADATA, SAVEPOINT_PREFIX, SHARED_DIR, TASKOWNED_DIR
+from reference.storage_store import LOCAL, QUARANTINE_DIR, Store
 
-QUARANTINE_DIR = ".cutcheck-quarantine"
+__all__ = ["QUARANTINE_DIR", "Target", "context_metadata", "inside", "keep_metadata", "locate", "reroot",
+           "require_metadata", "walk"]
 _JOB_ID = re.compile(r"[0-9a-fA-F]{32}\Z")
 _LAYOUT = (SHARED_DIR, TASKOWNED_DIR)
 
@@ -40,88 +42,89 @@ def is_checkpoint_dir_name(name: str) -> bool:
     return (name.startswith(CHK_PREFIX) and name[len(CHK_PREFIX):].isdigit()) or name.startswith(SAVEPOINT_PREFIX)
 
 
-def _holds_layout(path: str) -> bool:
-    try:
-        names = os.listdir(path)
-    except OSError:
-        return False
+def _holds_layout(path: str, fs: Store = LOCAL) -> bool:
+    names = fs.listdir(path)
     return any(n in _LAYOUT or (n.startswith(CHK_PREFIX) and n[len(CHK_PREFIX):].isdigit()) for n in names)
 
 
-def _is_job_dir(path: str) -> bool:
-    if not _holds_layout(path):
+def _is_job_dir(path: str, fs: Store = LOCAL) -> bool:
+    if not _holds_layout(path, fs):
         return False
     if _JOB_ID.match(os.path.basename(path)):
         return True
     parent = os.path.dirname(path)
-    try:
-        siblings = [os.path.join(parent, n) for n in os.listdir(parent) if os.path.join(parent, n) != path]
-    except OSError:
-        return False
-    return any(os.path.isdir(s) and (_JOB_ID.match(os.path.basename(s)) or _holds_layout(s)) for s in siblings)
+    siblings = [os.path.join(parent, n) for n in fs.listdir(parent) if os.path.join(parent, n) != path]
+    return any(fs.isdir(s) and (_JOB_ID.match(os.path.basename(s)) or _holds_layout(s, fs)) for s in siblings)
 
 
 def inside(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
 
 
-def locate(path: str) -> Target:
+def locate(path: str, fs: Store = LOCAL) -> Target:
     """The kind of directory given and its checkpoint base; refuses what is no checkpoint directory."""
     if QUARANTINE_DIR in path.split(os.sep):
-        raise StorageError(f"{path} is inside cutcheck's quarantine; use 'cutcheck storage restore-quarantine' or "
+        raise StorageError(f"{fs.uri(path)} is inside cutcheck's quarantine; use 'cutcheck storage restore-quarantine' or "
                            f"'cutcheck storage purge' on the checkpoint base instead.")
     name = os.path.basename(path)
-    if is_checkpoint_dir_name(name) or os.path.isfile(os.path.join(path, METADATA)):
-        if not os.path.isfile(os.path.join(path, METADATA)):
-            raise StorageError(f"{path} is a checkpoint directory without {METADATA} (a checkpoint still being "
+    has_meta = fs.isfile(os.path.join(path, METADATA))
+    if is_checkpoint_dir_name(name) or has_meta:
+        if not has_meta:
+            raise StorageError(f"{fs.uri(path)} is a checkpoint directory without {METADATA} (a checkpoint still being "
                                f"written, or one that never completed), so nothing in it can be judged; give its "
                                f"job directory or the checkpoint base instead.")
         parent = os.path.dirname(path)
-        base = os.path.dirname(parent) if name.startswith(CHK_PREFIX) and _is_job_dir(parent) else parent
+        base = os.path.dirname(parent) if name.startswith(CHK_PREFIX) and _is_job_dir(parent, fs) else parent
         return Target(path, base, "checkpoint")
-    if _is_job_dir(path):
+    if _is_job_dir(path, fs):
         return Target(path, os.path.dirname(path), "job")
     return Target(path, path, "base")
 
 
-def require_metadata(target: Target, metas: list[str]) -> None:
+def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> None:
     """A directory with no completed checkpoint or savepoint (or only far below it) is refused."""
     if not metas:
-        raise StorageError(f"{target.path}: no {METADATA} of a completed checkpoint or savepoint under it, so it is "
+        raise StorageError(f"{fs.uri(target.path)}: no {METADATA} of a completed checkpoint or savepoint under it, so it is "
                            f"not a checkpoint directory and no file in it can be called an orphan; give the "
                            f"checkpoint base (state.checkpoints.dir), a job directory or a chk-N directory.")
     nearest = min(metas, key=lambda m: (os.path.relpath(m, target.path).count(os.sep), m))
     if os.path.relpath(nearest, target.path).count(os.sep) > 2:  # <base>/<job>/chk-N/_metadata at most
         holder = os.path.dirname(os.path.dirname(nearest))
-        raise StorageError(f"{target.path} is not a checkpoint directory: its nearest {METADATA} is {nearest}; give "
-                           f"the checkpoint base or job directory that holds it ({holder}).")
+        raise StorageError(f"{fs.uri(target.path)} is not a checkpoint directory: its nearest {METADATA} is "
+                           f"{fs.uri(nearest)}; give the checkpoint base or job directory that holds it ({fs.uri(holder)}).")
 
 
-def context_metadata(target: Target) -> list[str]:
+def context_metadata(target: Target, fs: Store = LOCAL) -> list[str]:
     """The ``_metadata`` of the other jobs and savepoints under the base, outside the directory given."""
     if target.base == target.path:
         return []
     found: list[str] = []
-    for name in sorted(_listdir(target.base)):
+    for name in sorted(fs.listdir(target.base)):
         top = os.path.join(target.base, name)
-        if name == QUARANTINE_DIR or not os.path.isdir(top):
+        if name == QUARANTINE_DIR or not fs.isdir(top):
             continue
-        for directory in [top, *(os.path.join(top, n) for n in sorted(_listdir(top)))]:
+        children = fs.listdir(top)
+        for directory in [top, *(os.path.join(top, n) for n in sorted(children))]:
             meta = os.path.join(directory, METADATA)
-            if os.path.isfile(meta) and not inside(os.path.realpath(directory), target.path):
-                found.append(os.path.realpath(meta))
+            if directory == top and METADATA not in children:
+                continue
+            if fs.isfile(meta) and not inside(fs.realpath(directory), target.path):
+                found.append(fs.realpath(meta))
     return found
 
 
-def keep_metadata(directory: str) -> list[str]:
+def keep_metadata(directory: str, fs: Store = LOCAL) -> list[str]:
     """Every ``_metadata`` under a --keep-referenced-by directory (refused when there is none)."""
-    root = os.path.realpath(directory)
-    if not os.path.isdir(root):
-        raise StorageError(f"--keep-referenced-by {directory}: no such directory; give a checkpoint directory whose "
-                           f"checkpoints reference files here.")
-    found = sorted(os.path.join(d, METADATA) for d, dirs, files in walk(root) if METADATA in files)
+    root = fs.realpath(directory)
+    if not fs.isdir(root):
+        raise StorageError(f"--keep-referenced-by {fs.uri(directory)}: no such directory; give a checkpoint directory "
+                           f"whose checkpoints reference files here.")
+    if fs.is_local:
+        found = sorted(os.path.join(d, METADATA) for d, dirs, files in walk(root) if METADATA in files)
+    else:
+        found = sorted(f.path for f in fs.files(root) if os.path.basename(f.path) == METADATA)
     if not found:
-        raise StorageError(f"--keep-referenced-by {directory}: no {METADATA} under it, so it keeps nothing; give a "
+        raise StorageError(f"--keep-referenced-by {fs.uri(directory)}: no {METADATA} under it, so it keeps nothing; give a "
                            f"checkpoint directory.")
     return found
 
@@ -142,7 +145,7 @@ def _listdir(path: str) -> list[str]:
         return []
 
 
-def reroot(refs: list[str], chk_dir: str, anchors: list[str]) -> set[str]:
+def reroot(refs: list[str], chk_dir: str, anchors: list[str], present: set[str] | None = None) -> set[str]:
     """Where the files ``refs`` name would be if the directory had been moved here (candidates, unchecked).
 
     Two mappings, both only ever used to keep files: (1) the old location of the checkpoint
@@ -162,15 +165,26 @@ def reroot(refs: list[str], chk_dir: str, anchors: list[str]) -> set[str]:
             n += 1
         for j in range(1, n + 1):
             maps.add((os.sep.join(there[:-j]) or os.sep, os.sep.join(here[:-j]) or os.sep))
-    names = {a: set(_listdir(a)) for a in anchors}
     found: set[str] = set()
     for ref in refs:
         for old, new in maps:
             if inside(ref, old) and old != new:
                 found.add(os.path.normpath(new + ref[len(old):]))
+    if present is not None:  # the same answer, restricted to existing files, without listing any anchor
+        return (found & present) | _anchored(refs, set(anchors), present)
+    names = {a: set(_listdir(a)) for a in anchors}
+    for ref in refs:
         parts = ref.split(os.sep)
         for anchor, entries in names.items():
             for k in range(1, len(parts)):
                 if parts[k] in entries:
                     found.add(os.path.join(anchor, *parts[k:]))
     return found
+
+
+def _anchored(refs: list[str], anchors: set[str], present: set[str]) -> set[str]:
+    """The existing files ``anchor/<tail of a ref>`` (a tail starts after the ref's first component): what
+    the anchor rule of ``reroot`` finds among ``present``, in time linear in the files and refs."""
+    tails = {os.sep.join(parts[k:]) for ref in refs for parts in [ref.split(os.sep)] for k in range(1, len(parts))}
+    heads = [a.rstrip(os.sep) + os.sep for a in anchors]
+    return {f for f in present if any(f.startswith(h) and f[len(h):] in tails for h in heads)}
