@@ -23,6 +23,12 @@ COLUMNS_HELP = (
     "--columns rid,key,value,count,split,offset,subtask. Applies to the output dataset only."
 )
 INPUT_COLUMNS_HELP = "Like --columns, for a header-less CSV input dataset."
+WHERE = ("A local path, a file: URI, or a URI of a filesystem PyArrow reads (s3://bucket/prefix, gs://, hdfs://: "
+         "copied to a local temporary directory first).")
+
+
+def _mapped(option: str, target: str) -> Any:
+    return typer.Option(None, option, help=f"The column that holds `{target}` (in both datasets), if named otherwise.")
 
 
 @contextmanager
@@ -67,23 +73,48 @@ def _result(report: Any, check: str) -> str:
 
 
 def _show_validation(report: Any) -> None:
-    """The verdict on one line (never folded), then one row per check with the rows it examined."""
+    """The verdict on one line (never folded), then one row per check with the rows it examined,
+    then the witnesses of each fault class with their context."""
     from spark_validation import CHECKS
+    from spark_validation.witness import describe
 
     rows = [[c, _result(report, c), report.examined.get(c, 0), _sample(report, c)] for c in CHECKS]
     title = (f"validate: {report.verdict()}\n{report.records_in} records in, {report.records_out} out, "
              f"{report.seconds:.1f} s; 'rows examined' is how many rows each check looked at")
     show(title, ["check", "result", "rows examined", "sample rids"], rows)
+    order = [c for c in ("lost", "pending", *CHECKS) if c in report.witnesses]
+    found = [[c, "-" if w["rid"] is None else w["rid"], describe(c, w)]
+             for c in dict.fromkeys(order) for w in report.witnesses[c]]
+    if found:
+        show("witnesses: per fault class, the smallest offending rids and where their rows are "
+             "(file: relative to the output; part: the FileSink part counter in its name)",
+             ["class", "rid", "context"], found)
 
 
 @app.command("validate")
 @user_errors
 def validate_cmd(
-    run_dir: Path = typer.Argument(None, help="A run directory holding input/ and output/ (and run.json)."),
-    input_path: Path = typer.Option(None, "--input", help="Input dataset: Parquet, CSV or JSON lines."),
-    output_path: Path = typer.Option(None, "--output", help="Output dataset: Parquet, CSV or JSON lines."),
+    run_dir: str = typer.Argument(None, help="A run directory holding input/ and output/ (and run.json)."),
+    input_path: str = typer.Option(None, "--input", help="Input dataset: Parquet, CSV or JSON lines. " + WHERE),
+    output_path: str = typer.Option(
+        None, "--output", help="Output dataset: Parquet, CSV or JSON lines, or the directory of a Flink FileSink "
+        "(committed part files only; in-progress and pending ones are hidden and skipped). " + WHERE),
+    input_range: list[str] = typer.Option(
+        None, "--input-range", help="The input as ids START:END (half-open; repeatable) when the source is a "
+        "sequence: each id expected exactly once, no input file needed."),
     columns: str = typer.Option(None, "--columns", "--output-columns", help=COLUMNS_HELP),
     input_columns: str = typer.Option(None, "--input-columns", help=INPUT_COLUMNS_HELP),
+    rid_col: str = _mapped("--rid", "rid"),
+    key_col: str = _mapped("--key", "key"),
+    count_col: str = _mapped("--count", "count"),
+    split_col: str = _mapped("--split", "split"),
+    offset_col: str = _mapped("--offset", "offset"),
+    subtask_col: str = _mapped("--subtask", "sink_subtask"),
+    endpoint_url: str = typer.Option(
+        None, "--endpoint-url", help="S3-compatible endpoint for s3:// datasets (default: AWS_ENDPOINT_URL_S3 or "
+        "AWS_ENDPOINT_URL; credentials and region from the usual AWS variables)."),
+    png: Path = typer.Option(None, "--png", help="Draw where the faults sit (along the input ids, and by commit "
+                             "order and key in the output) as a PNG; costs one more pass over the data."),
     prefix: bool = typer.Option(
         None, "--prefix/--complete",
         help="Judge the output as the prefix of an unfinished run (records not yet delivered are pending, "
@@ -91,7 +122,8 @@ def validate_cmd(
     ),
     master: str = typer.Option(None, "--master", help="Spark master URL (default local[*])."),
     driver_memory: str = typer.Option(None, "--driver-memory", help="Spark driver memory, e.g. 4g."),
-    sample: int = typer.Option(20, "--sample", min=0, help="Offending rids kept per check."),
+    sample: int = typer.Option(20, "--sample", min=0, help="Offending rids kept per check, each shown as a witness "
+                               "with its context (key, split, offset, file and part, commit, sink subtask)."),
     json_path: Path = typer.Option(None, "--json", help="Write the report as JSON."),
 ) -> None:
     """Check recovery logs for exactly-once with Spark: nothing lost, duplicated or invented, order kept.
@@ -100,12 +132,14 @@ def validate_cmd(
 
     A check that examined no row is shown as skipped with the reason, never as ok, and every check shows how many rows it examined. Rows without a rid are their own fault, null_rid. A run whose run.json says "complete": false is judged as a prefix: duplicates and phantoms are faults, records not yet delivered are "pending", not lost.
 
-    Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input).
+    Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input). Columns named otherwise than cutcheck's are mapped with --rid/--key/--count/--split/--offset/--subtask COL. A sequence source needs no input file: --input-range 0:N. Every fault class shows up to --sample witnesses with their context; --png draws where the faults sit.
     """
     from model.outputs import check_output_file, mark
 
-    if run_dir is None and (input_path is None or output_path is None):
-        raise CutcheckError("give a run directory, or both --input and --output.")
+    if run_dir is None and ((input_path is None and not input_range) or output_path is None):
+        raise CutcheckError("give a run directory, or --output with --input or --input-range.")
+    mapping = {"rid": rid_col, "key": key_col, "count": count_col, "split": split_col, "offset": offset_col,
+               "sink_subtask": subtask_col}
     check_output_file(json_path, option="--json")
 
     def work() -> Any:
@@ -114,7 +148,8 @@ def validate_cmd(
         with err.status("Spark is checking the logs (lost, duplicated, phantom, counts, order, commits)..."):
             return run_validate(run_dir, input=input_path, output=output_path, master=master,
                                 driver_memory=driver_memory, sample=sample, input_columns=input_columns,
-                                output_columns=columns, prefix=prefix)
+                                output_columns=columns, prefix=prefix, columns=mapping,
+                                input_ranges=input_range or None, endpoint_url=endpoint_url, png=png)
 
     report = _spark(work)
     _show_validation(report)

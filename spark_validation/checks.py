@@ -258,6 +258,7 @@ def plan(inp: DataFrame, out: DataFrame, sample: int, prefix: bool = False) -> P
     ranked = union.select(
         "check",
         "rid",
+        *[F.col(c).alias(f"r_{c}") for c in ("rows", "d1", "d2", "d3")],  # this fault row's own figures
         F.row_number().over(ordered).alias("rn"),
         F.count(F.lit(1)).over(whole).alias("entries"),
         *[F.sum(c).over(whole).alias(f"t_{c}") for c in ("rows", "d1", "d2", "d3")],
@@ -278,3 +279,14 @@ def summarise(rows: Sequence, sample: int) -> tuple[dict[str, Totals], dict[str,
         if r["rid"] is not None:
             samples.setdefault(check, set()).add(int(r["rid"]))
     return totals, {k: sorted(v)[:sample] for k, v in samples.items()}
+
+
+def fault_rows(rows: Sequence, sample: int) -> dict[str, list[tuple[int, int, int, int, int]]]:
+    """Per check, the collected fault rows ``(rid, rows, d1, d2, d3)``, smallest rid first, at most ``sample``."""
+    result: dict[str, dict[int, tuple[int, int, int, int, int]]] = {}
+    for r in rows:
+        if r["check"] is None or r["rid"] is None:
+            continue
+        figures = tuple(int(r[f"r_{c}"] or 0) for c in ("rows", "d1", "d2", "d3"))
+        result.setdefault(r["check"], {}).setdefault(int(r["rid"]), (int(r["rid"]), *figures))  # type: ignore[arg-type]
+    return {k: [v[rid] for rid in sorted(v)[:sample]] for k, v in result.items()}

@@ -70,6 +70,10 @@ class Report:
     examined: dict[str, int] = field(default_factory=dict)  # rows each check looked at
     prefix: bool = False  # judged as the prefix of an unfinished run
     prefix_reason: str = ""  # why: run.json says the run is incomplete, or --prefix
+    # per fault class, up to --sample witnesses: the rid, its figures and the rows behind it (spark_validation.witness)
+    witnesses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    input_ranges: list[str] = field(default_factory=list)  # the input as half-open id ranges, when given so
+    columns: dict[str, str] = field(default_factory=dict)  # schema column -> the dataset's column (--rid id ...)
 
     def count(self, check: str) -> int:
         return int(getattr(self, check))

@@ -17,6 +17,7 @@ from typing import Any
 
 from model.errors import LogDataError
 
+from .columns import rename, source_name
 from .datasets import Dataset, _open_text
 
 SNIFF_LINES = 1000  # JSON lines looked at for a first non-null rid
@@ -33,8 +34,9 @@ class Sniff:
     header: bool = True  # CSV: each file starts with a header row
 
 
-def parse_columns(text: str | None, option: str) -> tuple[str, ...] | None:
-    """``--columns rid,key,count`` as names; one sentence when they cannot name a CSV's columns."""
+def parse_columns(text: str | None, option: str, renames: dict[str, str] | None = None) -> tuple[str, ...] | None:
+    """``--columns rid,key,count`` as names (renamed by ``renames``, as ``--rid id`` asks); one sentence
+    when they cannot name a CSV's columns."""
     if text is None:
         return None
     names = tuple(c.strip() for c in text.split(","))
@@ -42,9 +44,12 @@ def parse_columns(text: str | None, option: str) -> tuple[str, ...] | None:
         raise LogDataError(f"{option} {text!r} has an empty name; give names separated by commas, like rid,key,count.")
     if len(set(names)) != len(names):
         raise LogDataError(f"{option} {text!r} names a column twice; give each column of the file once, in order.")
-    if "rid" not in names:
-        raise LogDataError(f"{option} {text!r} does not name `rid`, which validation needs; name the rid column.")
-    return names
+    renamed = rename(names, renames or {})
+    if "rid" not in renamed:
+        rid = source_name("rid", renames or {})
+        what = f"`{rid}` (given by --rid)" if rid != "rid" else "`rid`"
+        raise LogDataError(f"{option} {text!r} does not name {what}, which validation needs; name the rid column.")
+    return renamed
 
 
 def _lines(path: Path, n: int) -> list[list[str]]:
@@ -64,7 +69,7 @@ def _lines(path: Path, n: int) -> list[list[str]]:
 
 def _not_integer(ds: Dataset, f: Path, what: str) -> LogDataError:
     return LogDataError(
-        f"{ds.name} dataset file {f} stores `rid` as {what}, not as integers; write rid as an integer "
+        f"{ds.name} dataset file {ds.show(f)} stores `rid` as {what}, not as integers; write rid as an integer "
         "column (int64), since validate matches input and output records by integer rid."
     )
 
@@ -75,7 +80,7 @@ def _example(n: int, option: str) -> str:
     return f"{option} {','.join(['rid', *[f'col{i}' for i in range(2, n + 1)]])} (unknown names are ignored)"
 
 
-def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str) -> Sniff:
+def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str, renames: dict[str, str]) -> Sniff:
     first: tuple[Path, list[list[str]]] | None = None
     for f in ds.files:
         rows = _lines(f, 2)
@@ -87,33 +92,34 @@ def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str) -> Sniff:
     f, rows = first
     top = rows[0]
     numeric = all(NUMBER.match(c) for c in top)
+    rid_name = source_name("rid", renames)
     if columns is not None:
-        if "rid" in top or not numeric:
+        if rid_name in top or not numeric:
             raise LogDataError(
-                f"{ds.name} dataset file {f} starts with a header row ({','.join(top)[:80]}), so {option} "
+                f"{ds.name} dataset file {ds.show(f)} starts with a header row ({','.join(top)[:80]}), so {option} "
                 f"does not apply; drop {option} and the header names the columns."
             )
         if len(top) != len(columns):
             raise LogDataError(
-                f"{ds.name} dataset file {f} has {len(top)} columns but {option} names {len(columns)}; "
+                f"{ds.name} dataset file {ds.show(f)} has {len(top)} columns but {option} names {len(columns)}; "
                 "name every column of the file, in order."
             )
         rid = top[columns.index("rid")]
         if rid and not INTEGER.match(rid):
             raise _not_integer(ds, f, f"text ({rid!r} on its first line)")
         return Sniff(empty=False, columns=columns, header=False)
-    if "rid" not in top and numeric:
+    if rid_name not in top and numeric:
         raise LogDataError(
-            f"{ds.name} dataset file {f} has no header row (its first line, {','.join(top)[:80]}, is data); "
+            f"{ds.name} dataset file {ds.show(f)} has no header row (its first line, {','.join(top)[:80]}, is data); "
             f"pass {option} with its {len(top)} column names in file order, for example {_example(len(top), option)}."
         )
-    if "rid" in top and len(rows) > 1:
-        i = top.index("rid")
+    if rid_name in top and len(rows) > 1:
+        i = top.index(rid_name)
         rid = rows[1][i] if i < len(rows[1]) else ""
         if rid and not INTEGER.match(rid):
             raise _not_integer(ds, f, f"text ({rid!r} on its first data line)")
     empty = len(rows) < 2 and not any(len(_lines(g, 2)) > 1 for g in ds.files if g != f)
-    return Sniff(empty=empty, columns=tuple(top), header=True)
+    return Sniff(empty=empty, columns=rename(top, renames), header=True)
 
 
 def _json_type(value: Any) -> str | None:
@@ -125,7 +131,7 @@ def _json_type(value: Any) -> str | None:
     return f"{names.get(type(value), type(value).__name__)} (first: {json.dumps(value)[:40]})"
 
 
-def _json(ds: Dataset) -> Sniff:
+def _json(ds: Dataset, rid: str) -> Sniff:
     empty = True
     for f in ds.files:
         try:
@@ -137,17 +143,17 @@ def _json(ds: Dataset) -> Sniff:
                         continue
                     empty = False
                     obj = json.loads(line)
-                    if isinstance(obj, dict) and obj.get("rid") is not None:
-                        what = _json_type(obj["rid"])
+                    if isinstance(obj, dict) and obj.get(rid) is not None:
+                        what = _json_type(obj[rid])
                         if what is not None:
                             raise _not_integer(ds, f, what)
                         return Sniff(empty=False)
         except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
-            raise LogDataError(f"{ds.name} dataset file {f} is not JSON lines ({exc}).") from None
+            raise LogDataError(f"{ds.name} dataset file {ds.show(f)} is not JSON lines ({exc}).") from None
     return Sniff(empty=empty)
 
 
-def _parquet(ds: Dataset) -> Sniff:
+def _parquet(ds: Dataset, rid: str) -> Sniff:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -157,8 +163,8 @@ def _parquet(ds: Dataset) -> Sniff:
             schema = meta.schema.to_arrow_schema()
         except (OSError, pa.ArrowException, ValueError):
             return Sniff(empty=None)  # Spark reads it and names the problem
-        if "rid" in schema.names:
-            t = schema.field("rid").type
+        if rid in schema.names:
+            t = schema.field(rid).type
             if not pa.types.is_integer(t):
                 raise _not_integer(ds, f, f"Parquet type {t}")
         if meta.num_rows > 0:
@@ -166,17 +172,22 @@ def _parquet(ds: Dataset) -> Sniff:
     return Sniff(empty=True)
 
 
-def sniff(ds: Dataset, columns: tuple[str, ...] | None = None, option: str = "--columns") -> Sniff:
-    """Look at ``ds`` before Spark does; ``columns`` are the names of a header-less CSV's columns."""
+def sniff(
+    ds: Dataset, columns: tuple[str, ...] | None = None, option: str = "--columns", renames: dict[str, str] | None = None
+) -> Sniff:
+    """Look at ``ds`` before Spark does; ``columns`` are the names of a header-less CSV's columns
+    (already renamed), ``renames`` the user's columns that are the schema's (``--rid id``)."""
+    renames = renames or {}
+    rid = source_name("rid", renames)
     if columns is not None and ds.format not in (None, "csv"):
         raise LogDataError(
-            f"{option} names the columns of header-less CSV, but the {ds.name} dataset {ds.path} is "
+            f"{option} names the columns of header-less CSV, but the {ds.name} dataset {ds.where} is "
             f"{ds.format}, whose columns have names; drop {option}."
         )
     if ds.format is None:
         return Sniff(empty=True, columns=columns, header=columns is None)
     if ds.format == "csv":
-        return _csv(ds, columns, option)
+        return _csv(ds, columns, option, renames)
     if ds.format == "json":
-        return _json(ds)
-    return _parquet(ds)
+        return _json(ds, rid)
+    return _parquet(ds, rid)

@@ -4,17 +4,25 @@ Nothing is judged vacuously: an empty input or output, a `rid` that is not an in
 header-less CSV without column names are refused before Spark starts (one sentence each); a check
 that examined no row is reported as skipped with the reason; a run whose run.json says it did not
 finish is judged as a prefix (undelivered records are pending, duplicates and phantoms are faults).
+
+The input may be given as id ranges (a sequence source: every id once, no file); columns may be
+mapped onto the schema's (``--rid id``); datasets may be remote (copied locally through PyArrow
+first, :mod:`.location`). When something is wrong, a second small job fetches each fault's
+witnesses with their context (:mod:`.witness`); ``png`` draws where the faults sit (:mod:`.faultmap`).
 """
 
 from __future__ import annotations
 
 import os
+import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 from model.errors import LogDataError
 
+from . import columns as colmap
 from .report import CHECKS, Report
 from .sniff import Sniff, parse_columns, sniff
 
@@ -29,10 +37,10 @@ def run_complete(run: dict[str, Any]) -> bool | None:
     return None
 
 
-def _columns(value: str | Sequence[str] | None, option: str) -> tuple[str, ...] | None:
+def _columns(value: str | Sequence[str] | None, option: str, renames: dict[str, str]) -> tuple[str, ...] | None:
     if value is None or isinstance(value, str):
-        return parse_columns(value, option)
-    return parse_columns(",".join(value), option)
+        return parse_columns(value, option, renames)
+    return parse_columns(",".join(value), option, renames)
 
 
 def _nothing_to_check(name: str, path: Any, option: str) -> LogDataError:
@@ -60,6 +68,17 @@ def _skip_reason(check: str, columns: Sequence[str], counts: dict[str, int]) -> 
     return f"no output row has values in all of {cols}, so it examined 0 rows"
 
 
+def _range_input(spark: Any, ranges: Sequence[tuple[int, int]]) -> Any:
+    """The input of a sequence source: one row per id of each half-open range."""
+    from pyspark.sql import functions as F
+
+    frame = None
+    for lo, hi in ranges:
+        part = spark.range(lo, hi).select(F.col("id").alias("rid"))
+        frame = part if frame is None else frame.unionByName(part)
+    return frame
+
+
 def validate(
     run_dir: PathLike | None = None,
     input: PathLike | None = None,
@@ -70,26 +89,63 @@ def validate(
     input_columns: str | Sequence[str] | None = None,
     output_columns: str | Sequence[str] | None = None,
     prefix: bool | None = None,
+    columns: Mapping[str, str | None] | None = None,
+    input_ranges: Sequence[str] | None = None,
+    endpoint_url: str | None = None,
+    png: PathLike | None = None,
 ) -> Report:
     """Check that output holds every input record exactly as often as expected, in order.
 
     ``input_columns`` / ``output_columns`` name the columns of a header-less CSV dataset, in file
     order. ``prefix``: judge the output as the prefix of an unfinished run (None: when run.json says
-    ``"complete": false``). Raises LogDataError for empty, unreadable or ill-typed data or a missing
-    required column, EnvironmentProblem when Java or Spark is unusable.
+    ``"complete": false``). ``columns``: schema column -> the user's column (``{"rid": "id"}``), on
+    both datasets. ``input_ranges``: the input as half-open id ranges (``"0:1200000"``), instead of
+    an input dataset. ``endpoint_url``: an S3-compatible endpoint for ``s3://`` datasets. ``png``:
+    draw where the faults sit. Raises LogDataError for empty, unreadable or ill-typed data or a
+    missing required column, EnvironmentProblem when Java or Spark is unusable.
     """
-    from . import checks, datasets, session
+    renames = colmap.mapping(columns or {})
+    ranges = colmap.parse_ranges(input_ranges)
+    if ranges and input is not None:
+        raise LogDataError("--input-range and --input both give the input; give the ids as ranges or the dataset, not both.")
+    if ranges and input_columns is not None:
+        raise LogDataError("--input-columns names the columns of an input dataset, but --input-range gives the input "
+                           "as ids; drop --input-columns.")
+    with tempfile.TemporaryDirectory(prefix="cutcheck-validate-") as scratch:
+        return _validate(run_dir, input, output, master, driver_memory, sample, input_columns, output_columns,
+                         prefix, renames, ranges, endpoint_url, png, Path(scratch))
+
+
+def _validate(
+    run_dir: PathLike | None,
+    input: PathLike | None,
+    output: PathLike | None,
+    master: str | None,
+    driver_memory: str | None,
+    sample: int,
+    input_columns: str | Sequence[str] | None,
+    output_columns: str | Sequence[str] | None,
+    prefix: bool | None,
+    renames: dict[str, str],
+    ranges: tuple[tuple[int, int], ...],
+    endpoint_url: str | None,
+    png: PathLike | None,
+    scratch: Path,
+) -> Report:
+    from . import checks, datasets, session, witness
 
     started = time.perf_counter()
-    src = datasets.resolve(run_dir, input, output)  # cheap checks before starting a JVM
+    cols = {"input": _columns(input_columns, "--input-columns", renames),
+            "output": _columns(output_columns, "--columns", renames)}
+    hints = ("csv" if cols["input"] else None, "csv" if cols["output"] else None)
+    src = datasets.resolve(run_dir, input, output, hints, scratch, endpoint_url, ranges=bool(ranges))
     sniffs: dict[str, Sniff] = {}
-    for ds, cols, option, path_option in (
-        (src.input, input_columns, "--input-columns", "--input"),
-        (src.output, output_columns, "--columns", "--output"),
-    ):
-        sniffs[ds.name] = sniff(ds, _columns(cols, option), option)
+    for ds, option, path_option in ((src.input, "--input-columns", "--input"), (src.output, "--columns", "--output")):
+        if ds is None:
+            continue
+        sniffs[ds.name] = sniff(ds, cols[ds.name], option, renames)
         if sniffs[ds.name].empty:
-            raise _nothing_to_check(ds.name, ds.path, path_option)
+            raise _nothing_to_check(ds.name, ds.where, path_option)
     complete = run_complete(src.run)
     if prefix is None:
         prefix = complete is False
@@ -97,19 +153,29 @@ def validate(
     else:
         reason = "--prefix was given"
     spark = session.get_session(master=master, driver_memory=driver_memory, app_name="cutcheck-validate")
-    inp = datasets.read(spark, src.input, sniffs["input"].columns, sniffs["input"].header)
-    out = datasets.read(spark, src.output, sniffs["output"].columns, sniffs["output"].header)
+    if src.input is None:
+        inp = _range_input(spark, ranges)
+        in_bytes = colmap.range_size(ranges) * 8
+    else:
+        inp = datasets.read(spark, src.input, sniffs["input"].columns, sniffs["input"].header, renames)
+        in_bytes = src.input.bytes
+    out_args = (src.output, sniffs["output"].columns, sniffs["output"].header, renames)
+    out = datasets.read(spark, *out_args)
     plan = checks.plan(inp, out, sample, prefix=prefix)
-    partitions = session.shuffle_partitions(src.input.bytes + src.output.bytes, session.cores(spark))
+    partitions = session.shuffle_partitions(in_bytes + src.output.bytes, session.cores(spark))
     conf = {**session.VALIDATION_CONF, "spark.sql.shuffle.partitions": str(partitions)}
-    try:
-        with session.sql_conf(spark, conf):
-            rows = plan.frame.collect()
-    except Exception as exc:
-        reason_read = datasets.read_failure(exc)
-        if reason_read is None:
-            raise
-        raise LogDataError(f"cannot read the logs: {reason_read}; fix or remove that file.") from None
+
+    def run(job: Any) -> Any:
+        try:
+            with session.sql_conf(spark, conf):
+                return job()
+        except Exception as exc:
+            reason_read = datasets.read_failure(exc)
+            if reason_read is None:
+                raise
+            raise LogDataError(f"cannot read the logs: {reason_read}; fix or remove that file.") from None
+
+    rows = run(plan.frame.collect)
     totals, samples = checks.summarise(rows, sample)
 
     def direct() -> dict[str, int]:
@@ -118,9 +184,9 @@ def validate(
 
     observed = _observed(plan.records, direct)
     if observed["records_in"] == 0:
-        raise _nothing_to_check("input", src.input.path, "--input")
+        raise _nothing_to_check("input", src.input.where if src.input else "", "--input")
     if observed["records_out"] == 0:
-        raise _nothing_to_check("output", src.output.path, "--output")
+        raise _nothing_to_check("output", src.output.where, "--output")
     examined = {
         "lost": observed["records_in"] - observed["null_in"],
         "duplicated": observed["records_out"] - observed["null_out"],
@@ -171,7 +237,19 @@ def validate(
     keep = {c: samples.get(c, []) for c in checks_run}
     if prefix:
         keep[checks.PENDING] = samples.get(checks.PENDING, [])
-    return Report(
+    faults = {c: v for c, v in checks.fault_rows(rows, sample).items() if c in keep and sample > 0}
+    nulls_out = details["null_rid_output_rows"] if sample > 0 else 0
+    ranges_text = colmap.describe_ranges(ranges)
+    out_ctx = None
+    witnesses: dict[str, list[dict[str, Any]]] = {}
+    if faults or nulls_out or png is not None:
+        out_ctx = datasets.read(spark, *out_args, file_column=witness.FILE)
+    if faults or nulls_out:
+        assert out_ctx is not None
+        ctx = out_ctx
+        witnesses = run(lambda: witness.collect(ctx, inp if src.input is not None else None, faults,
+                                                nulls_out, sample, ranges_text))
+    report = Report(
         ok=not any(counts.values()),
         lost=counts["lost"],
         duplicated=counts["duplicated"],
@@ -185,9 +263,9 @@ def validate(
         checks_run=checks_run,
         checks_skipped={c: skipped[c] for c in CHECKS if c in skipped},
         details=details,
-        input=str(src.input.path),
-        output=str(src.output.path),
-        input_format=src.input.format,
+        input=src.input.where if src.input is not None else f"id ranges {ranges_text}",
+        output=src.output.where,
+        input_format=src.input.format if src.input is not None else "ranges",
         output_format=src.output.format,
         run=src.run,
         seconds=round(time.perf_counter() - started, 3),
@@ -196,4 +274,18 @@ def validate(
         examined={c: examined.get(c, 0) for c in CHECKS},
         prefix=prefix,
         prefix_reason=reason if prefix else "",
+        witnesses=witnesses,
+        input_ranges=[f"{a}:{b}" for a, b in ranges],
+        columns={t: s for s, t in renames.items()},
     )
+    if png is not None:
+        from . import faultmap
+
+        assert out_ctx is not None
+        ctx = out_ctx
+        faulty = not report.ok or report.pending > 0
+        files = faultmap.file_order(src.output)
+        fm = (run(lambda: faultmap.compute(inp, ctx, list(ranges), bool(prefix), files)) if faulty
+              else faultmap.FaultMap(files=files))
+        faultmap.draw(fm, report, png)
+    return report
