@@ -5,7 +5,8 @@ pipelined region (``model.regions.failover_set``; in a streaming job every excha
 that is the region alone), the rest of the job keeps running. The scenario's top-level
 ``failover_strategy: "full"`` restarts everything (``reference.recovery.global_failover``), and so
 does every failover that restarts all subtasks anyway, one that rescales (a rescale is a new
-submission of the whole job), and one that fails the job (``CheckpointFailureManager``).
+submission of the whole job), one whose latest checkpoint predates a rescale, and one that fails
+the job (``CheckpointFailureManager``).
 
 As ``SchedulerBase.restoreState`` does for any failover: every pending checkpoint is aborted
 (``JOB_FAILOVER_REGION``, which never counts as a failed checkpoint), and the restarted subtasks,
@@ -48,6 +49,9 @@ def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -
         return None
     if any(r.on_failure == failure_index for r in engine.scenario.rescales):
         return None
+    latest = engine.storage.latest()
+    if latest is not None and latest.parallelism != engine.parallelism:
+        return None  # the latest checkpoint predates a rescale: its state must be redistributed job-wide
     if target.startswith("worker:"):
         from reference.shuffle_service import ShuffleService
 

@@ -106,6 +106,17 @@ def test_full_strategy_and_whole_job_regions_restart_globally() -> None:
     assert "region" not in connected.restores[0]
 
 
+def test_a_failover_before_any_checkpoint_at_the_new_parallelism_is_global() -> None:
+    """The latest checkpoint was taken before a rescale: its state must be redistributed over the
+    whole job (StateAssignmentOperation), so the engine restarts everything rather than one region."""
+    s = scenario(_two_components(), failures=[{"after_checkpoint": 2, "target": "ka[0]"},
+                                              {"after_checkpoint": 2, "delay": 3, "target": "mb[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": {"ka": 3}}]
+    result = simulate(Scenario.from_json(s))
+    assert result.ok and result.exactly_once.ok
+    assert [(r["checkpoint"], r["rescaled"], "region" in r) for r in result.restores] == [(2, True, False)] * 2
+
+
 def test_region_failovers_replay_through_the_protocol() -> None:
     for mode in ("unaligned", "aligned", "aligned_timeout"):
         for seed in range(1, 5):
