@@ -43,6 +43,8 @@ def _print_restore(r: dict[str, Any]) -> None:
     if r.get("rescaled"):
         changes = ", ".join(f"{v} {old}→{new}" for v, (old, new) in sorted(r.get("parallelism", {}).items()))
         title += f" (rescaled: {changes})"
+    if r.get("region"):
+        title += f" (region failover: {', '.join(r['region'])})"
     show(title, ["edge", "mapper (input / output)", "input-state records", "output-state records",
                   "dropped by filter", "moved (old producer→consumer ⇒ new): records"], rows)
     if r.get("order_unchecked_edges"):

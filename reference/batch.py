@@ -108,6 +108,9 @@ class BatchEngine(Engine):
                 raise ScenarioError(f"{w}: {f.target} is not a subtask of the job; name VERTEX[INDEX] within its parallelism.")
         if self.scenario.rescales:
             raise ScenarioError("rescales apply to restores from checkpoints; a batch job takes none, remove 'rescales'.")
+        if "failover_strategy" in self.scenario.extra:
+            raise ScenarioError("'failover_strategy' applies to streaming jobs; a batch job (it has blocking exchanges) "
+                                "reads batch.failover_strategy, so move it there.")
 
     # ------------------------------------------------------------------ set-up: nothing runs yet
     def _build(self, restored: Any, new_parallelism: dict[str, int] | None = None) -> None:

@@ -435,8 +435,8 @@ class Engine:
 
     # ------------------------------------------------------------------ failures
     def fail(self, target: str, failure_index: int | None = None) -> None:
-        """Global failover: every task restarts from the latest completed checkpoint (streaming jobs)."""
-        from reference.recovery import global_failover
+        """Region failover (the default) or global failover, from the latest completed checkpoint."""
+        from reference.region_failover import failover
 
-        global_failover(self, target, failure_index)
+        failover(self, target, failure_index)
 

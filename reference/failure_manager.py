@@ -7,7 +7,7 @@ from the latest completed checkpoint. Which failures count depends on their reas
 * counted: ``CHECKPOINT_EXPIRED``, ``CHECKPOINT_DECLINED`` (and I/O or asynchronous snapshot
   exceptions, which the engine never raises), each checkpoint at most once;
 * not counted: ``CHECKPOINT_SUBSUMED`` (a newer checkpoint completed), ``CHECKPOINT_DECLINED_SUBSUMED``
-  (a task saw a newer barrier), ``JOB_FAILURE``/``TASK_FAILURE`` (aborted by a failover),
+  (a task saw a newer barrier), ``JOB_FAILURE``/``JOB_FAILOVER_REGION``/``TASK_FAILURE`` (aborted by a failover),
   ``CHECKPOINT_DECLINED_INPUT_END_OF_STREAM`` and the other trigger-side reasons;
 * a failure of a checkpoint not newer than the last successful one never counts;
 * a savepoint's failure on the JobManager side (its expiry) never counts; a task-side one
@@ -19,7 +19,7 @@ from the latest completed checkpoint. Which failures count depends on their reas
 from __future__ import annotations
 
 COUNTED = frozenset({"CHECKPOINT_EXPIRED", "CHECKPOINT_DECLINED", "IO_EXCEPTION", "CHECKPOINT_ASYNC_EXCEPTION"})
-REASONS = COUNTED | {"CHECKPOINT_SUBSUMED", "CHECKPOINT_DECLINED_SUBSUMED", "JOB_FAILURE", "TASK_FAILURE",
+REASONS = COUNTED | {"CHECKPOINT_SUBSUMED", "CHECKPOINT_DECLINED_SUBSUMED", "JOB_FAILURE", "JOB_FAILOVER_REGION", "TASK_FAILURE",
                      "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"}
 
 

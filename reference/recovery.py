@@ -1,4 +1,5 @@
-"""Failure and recovery: global failover from the latest completed checkpoint (streaming jobs).
+"""Failure and recovery: global failover from the latest completed checkpoint (streaming jobs; region
+failover is reference.region_failover).
 
 Restore order follows Flink (facts §3.8): recovered output state is queued in each subpartition
 before anything new, followed by EndOfChannelState, which holds the subpartition until the
@@ -8,6 +9,7 @@ live data. Committers re-commit what the restored checkpoint holds; writers abor
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from model.execution import SubtaskId
@@ -62,8 +64,9 @@ def global_failover(engine: Engine, target: str, failure_index: int | None) -> N
     engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
 
 
-def restore_state(engine: Engine, done: CompletedCheckpoint) -> dict[str, Any]:
-    """Give every new subtask its operator state and every new channel its in-flight data."""
+def restore_state(engine: Engine, done: CompletedCheckpoint, only: Collection[SubtaskId] | None = None) -> dict[str, Any]:
+    """Give every new subtask its operator state and every new channel its in-flight data; with
+    ``only`` (region failover), only those subtasks and the channels into them."""
     if done.parallelism != engine.parallelism:
         from reference.rescale import rescaled_assignment
 
@@ -72,6 +75,8 @@ def restore_state(engine: Engine, done: CompletedCheckpoint) -> dict[str, Any]:
         operator_states = {sid: snap.operator for sid, snap in done.tasks.items()}
         channel_states = {}
         for snap in done.tasks.values():
+            if only is not None and snap.sid not in only:
+                continue  # a region holds both ends of each of its channels
             for key, bufs in snap.input_state.items():
                 channel_states.setdefault(key, ([], []))[0].extend(bufs)
             for key, bufs in snap.output_state.items():
@@ -81,21 +86,25 @@ def restore_state(engine: Engine, done: CompletedCheckpoint) -> dict[str, Any]:
             e = report["edges"].setdefault(edge, {"input_records": 0, "output_records": 0, "filtered": 0})
             e["input_records"] += sum(len(b.recs) for b in inp)
             e["output_records"] += sum(len(b.recs) for b in out)
-    for sid, task in engine.tasks.items():
-        state = operator_states.get(sid)
+    tasks = [t for t in engine.tasks.values() if only is None or t.sid in only]
+    for task in tasks:
+        state = operator_states.get(task.sid)
         if state is not None:
             task.op.restore(state)
         task.last_cp = done.cp
-    install_channel_state(engine, channel_states)
-    for task in engine.tasks.values():
+    install_channel_state(engine, channel_states, only)
+    for task in tasks:
         if task.vertex.kind == "sink":
             task.op.recover_and_commit(done.cp)  # type: ignore[attr-defined]
     return report
 
 
-def install_channel_state(engine: Engine, channel_states: dict[tuple[int, int, int], tuple[list[Buf], list[Buf]]]) -> None:
+def install_channel_state(engine: Engine, channel_states: dict[tuple[int, int, int], tuple[list[Buf], list[Buf]]],
+                          only: Collection[SubtaskId] | None = None) -> None:
     """Recovered input first (sequence numbers from 0), then recovered output, then live data."""
     for sp in engine.subpartitions:
+        if only is not None and sp.task.sid not in only:
+            continue
         ch = sp.channel
         key = (sp.partition.edge, sp.task.sid.index, sp.consumer)
         inp, out = channel_states.get(key, ([], []))

@@ -11,7 +11,7 @@ with the upstream mapper over the producer's, each old output buffer re-emitted 
 subpartition its old subpartition maps to. Every (old producer, old consumer) pair is one virtual
 channel whose records stay in order; recovered buffers carry the old producer as ``Buf.origin``,
 so the ORDER lineage of a keyed consumer stays per virtual channel. Restores Flink refuses raise
-``RestoreRefused``.
+``RestoreRefused``; whether Flink refuses is decided per vertex (``reference.rescale_refusal``).
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from model.errors import RestoreRefused
 from model.execution import SubtaskId
 from model.keygroups import operator_index
 from model.partitioning import (
-    UNSUPPORTED,
     ambiguous_old_subtasks,
     assign_channel_state,
     invert_mapping,
@@ -35,6 +34,7 @@ from model.partitioning import (
 from reference.invariant_checks import order_checked_edges
 from reference.network import Buf
 from reference.records import KEY
+from reference.rescale_refusal import refuse_if_flink_would
 
 if TYPE_CHECKING:
     from model.graph import Edge
@@ -160,23 +160,16 @@ def _records(bufs: list[Buf]) -> int:
 
 
 def _refuse_if_flink_would(edge: Edge, report: EdgeReport, cp: int) -> None:
-    up = subtask_state_mapper(edge.partitioner, "upstream")
-    down = subtask_state_mapper(edge.partitioner, "downstream")
+    """The per-edge refusal left once :func:`reference.rescale_refusal.refuse_if_flink_would` has
+    passed: a custom edge holding in-flight data (pointwise and broadcast edges refuse per vertex)."""
     held = report.input_records + report.output_records
-    where = (f"checkpoint {cp} holds {held} in-flight records on {edge.describe()}, a {edge.partitioner} edge, "
-             f"and the restore changes parallelism ({edge.source} {report.producer[0]} -> {report.producer[1]}, "
-             f"{edge.target} {report.consumer[0]} -> {report.consumer[1]})")
-    if up is UNSUPPORTED or down is UNSUPPORTED:
-        raise RestoreRefused(
-            f"restore refused as Flink refuses it: {where}, but Flink cannot rescale the in-flight data of a "
-            "pointwise or broadcast edge (UNSUPPORTED subtask mapper); restore at the old parallelism, rescale "
-            "from an aligned checkpoint or savepoint, or use rebalance."
-        )
     if edge.partitioner == "custom":
         raise RestoreRefused(
-            f"restore refused as Flink refuses it: {where}, but a custom partitioner admits no unaligned "
-            "checkpoints (Flink 1.19 refuses them unless forced, later versions disable them on the edge); "
-            "rescale from an aligned checkpoint or savepoint instead."
+            f"restore refused as Flink refuses it: checkpoint {cp} holds {held} in-flight records on "
+            f"{edge.describe()}, a custom edge, and the restore changes parallelism ({edge.source} "
+            f"{report.producer[0]} -> {report.producer[1]}, {edge.target} {report.consumer[0]} -> {report.consumer[1]}), "
+            "but a custom partitioner admits no unaligned checkpoints (Flink 1.19 refuses them unless forced, "
+            "later versions disable them on the edge); rescale from an aligned checkpoint or savepoint instead."
         )
 
 
@@ -256,6 +249,7 @@ def assign_channel_states(engine: Engine, done: CompletedCheckpoint
     per-split order merged (see :func:`_lose_order_after_merge`)."""
     graph = engine.graph
     old, new = done.parallelism, engine.parallelism
+    refuse_if_flink_would(graph, done, new)  # per vertex, as Flink: before any edge is touched
     stateless = {v.id for v in graph.vertices
                  if all(not done.tasks[SubtaskId(v.id, i)].operator for i in range(old[v.id]))}
     per_edge = _virtual_channels(done)

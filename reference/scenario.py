@@ -25,7 +25,7 @@ MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
 POLICIES = ("uniform", "backpressure")
 
 _TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
-        "workers", "savepoints", "debloat", "storage", "restore", "batch"}
+        "workers", "savepoints", "debloat", "storage", "restore", "batch", "failover_strategy"}
 _CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout",
                "tolerable_failed"}
 _NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
@@ -198,7 +198,9 @@ class Scenario:
         if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
             raise ScenarioError(f"{where}: 'workers' must be a positive integer or absent, got {workers!r}.")
         check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
-        extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch") if k in data}
+        extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch", "failover_strategy") if k in data}
+        if extra.get("failover_strategy", "region") not in ("region", "full"):  # jobmanager.execution.failover-strategy
+            raise ScenarioError(f"{where}: 'failover_strategy' must be \"region\" or \"full\", got {extra['failover_strategy']!r}.")
         from reference.batch import BatchConfig
         from reference.debloat import DebloatConfig
 

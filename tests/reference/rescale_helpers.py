@@ -55,15 +55,45 @@ def run(s: dict[str, Any]) -> Run:
 
 
 def flink_refuses(graph: Any, done: CompletedCheckpoint, new: dict[str, int]) -> bool:
-    """Independent statement of Flink's rule: in-flight data on a pointwise, broadcast or custom edge
-    whose producer or consumer changes parallelism cannot be redistributed."""
-    held: Counter[int] = Counter()
-    for snap in done.tasks.values():
-        for states in (snap.input_state, snap.output_state):
+    """Independent statement of Flink 1.19's rule (``StateAssignmentOperation``, ``TaskStateAssignment``):
+    the mapping of an edge is computed, and throws for a pointwise or broadcast edge (UNSUPPORTED),
+    whenever its consumer's gates or its producer's partitions are remapped as a whole, whether or
+    not that edge holds in-flight data; a custom edge is refused where it holds in-flight data and
+    an end changes parallelism (Flink 1.19 admits no unaligned checkpoint there).
+
+    A vertex's gates are remapped as a whole when it changes parallelism and in-flight data sits on
+    any of its input edges or on any output edge of any of its producers; or when it gets a restore
+    at all (state of its own, or in-flight data on a neighbour's far side) and one of its producers
+    had its partitions remapped that way. Symmetrically for partitions."""
+    held: Counter[int] = Counter()  # edge -> records, either side
+    in_held: set[int] = set()  # edges with consumer-side (input) state
+    out_held: set[int] = set()  # edges with producer-side (output) state
+    stateful: set[str] = set()
+    for sid, snap in done.tasks.items():
+        for side, states in ((in_held, snap.input_state), (out_held, snap.output_state)):
             for (edge, _, _), bufs in states.items():
-                held[edge] += sum(len(b.recs) for b in bufs)
-    return any(held[e.key] and e.partitioner in REFUSED_WITH_STATE
-               and (done.parallelism[e.source] != new[e.source] or done.parallelism[e.target] != new[e.target])
+                n = sum(len(b.recs) for b in bufs)
+                held[edge] += n
+                if n:
+                    side.add(edge)
+                    stateful.add(sid.vertex)
+        if snap.operator:
+            stateful.add(sid.vertex)
+    changed = {v for v in done.parallelism if done.parallelism[v] != new[v]}
+    if any(held[e.key] and e.partitioner == "custom" and {e.source, e.target} & changed for e in graph.edges):
+        return True
+    ins = {v.id: [e for e in graph.edges if e.target == v.id] for v in graph.vertices}
+    outs = {v.id: [e for e in graph.edges if e.source == v.id] for v in graph.vertices}
+    far_in = {v: any(f.key in out_held for e in ins[v] for f in outs[e.source]) for v in ins}
+    far_out = {v: any(f.key in in_held for e in outs[v] for f in ins[e.target]) for v in outs}
+    first_in = {v for v in changed if far_in[v] or any(e.key in in_held for e in ins[v])}  # repartitioned gates
+    first_out = {v for v in changed if far_out[v] or any(e.key in out_held for e in outs[v])}  # and partitions
+    restored = {v for v in ins if v in stateful or far_in[v] or far_out[v]}
+    # The rescaling descriptors of a restored vertex span all its gates once a producer's partitions
+    # were remapped, and all its partitions once a consumer's gates were.
+    whole_in = first_in | {e.target for e in graph.edges if e.source in first_out and e.target in restored}
+    whole_out = first_out | {e.source for e in graph.edges if e.target in first_in and e.source in restored}
+    return any(e.partitioner in POINTWISE_OR_BROADCAST and (e.target in whole_in or e.source in whole_out)
                for e in graph.edges)
 
 

@@ -196,13 +196,15 @@ def test_a_failure_where_nothing_runs_is_ignored() -> None:
     ({"batch": {"failover_strategy": "partial"}}, "failover_strategy"),
     ({"batch": {"shuffle_dir": 3}}, "shuffle_dir"),
     ({"batch": {"spill": True}}, "unknown field"),
+    ({"failover_strategy": "full"}, "move it there"),
 ])
 def test_bad_batch_scenarios_are_scenario_errors(over: dict[str, Any], message: str) -> None:
     with pytest.raises(ScenarioError, match=message):
         simulate(Scenario.from_json({**scenario("batch.json"), **over}))
 
 
-def test_streaming_jobs_keep_global_failover_from_checkpoints() -> None:
+def test_streaming_jobs_fail_over_from_checkpoints() -> None:
+    """A connected streaming job is one pipelined region, so its failover restarts everything."""
     s = Scenario.from_json(scenario("keyed-pipeline.json", failures=[{"after_checkpoint": 2, "target": "worker:0"}]))
     assert type(make_engine(s)) is Engine
     r = simulate(s)

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from typing import Any
 
+from hypothesis import assume, event, given, settings
+from hypothesis import strategies as st
+
+from model.errors import CutcheckError, RestoreRefused
+from model.execution import SubtaskId
+from model.graph import JobGraph
 from reference import Scenario
 from reference.barriers import CollectingBarriers, CollectingBarriersUnaligned, WaitingForFirstBarrier
 from reference.engine import Engine
-from reference.network import Barrier
+from reference.network import Barrier, Buf
+from reference.rescale_refusal import refuse_if_flink_would
+from reference.storage import CompletedCheckpoint
+from reference.tasks import TaskSnapshot
 from tests.reference.helpers import scenario
 
 
@@ -295,3 +304,115 @@ def test_failovers_from_failed_checkpoints_satisfy_the_protocol() -> None:
     engine.run()
     assert engine.restarts > 0
     assert validate_run([*engine.trace_archive, engine.traces]) == []
+
+
+# ---------------------------------------------------------------- departure 3: rescale refusal per vertex
+def _mixed_exchanges() -> dict[str, Any]:
+    """FLINK-38267's reproducer: a source feeding a keyBy (unaligned, holds in-flight data) and a
+    forward edge (always aligned, never holds any)."""
+    return {"name": "mixed", "max_parallelism": 128,
+            "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 400, "keys": 8, "splits": 4},
+                         {"id": "count", "kind": "keyed_count", "parallelism": 2},
+                         {"id": "map", "kind": "map", "parallelism": 2},
+                         {"id": "sink", "kind": "sink", "parallelism": 1},
+                         {"id": "sink2", "kind": "sink", "parallelism": 1}],
+            "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+                      {"from": "src", "to": "map", "partitioner": "forward"},
+                      {"from": "count", "to": "sink", "partitioner": "rebalance"},
+                      {"from": "map", "to": "sink2", "partitioner": "rebalance"}]}
+
+
+def _rescaled(parallelism: dict[str, int]) -> Any:
+    from tests.reference.rescale_helpers import run
+
+    s = scenario(_mixed_exchanges(), slow="count", seed=3, failures=[{"after_checkpoint": 2, "target": "count[0]"}])
+    s["rescales"] = [{"on_failure": 0, "parallelism": parallelism}]
+    return run(s)
+
+
+def test_one_forward_edge_refuses_the_whole_vertex_restore() -> None:
+    """Flink 1.19 ``StateAssignmentOperation.reDistributeResultSubpartitionStates``: once a vertex
+    whose parallelism changes holds output state on any partition, ``TaskStateAssignment.getOutputMapping``
+    is computed for every partition, and the forward edge's UNSUPPORTED ``SubtaskStateMapper`` throws
+    ("Cannot rescale the given pointwise partitioner") although that edge holds no in-flight data
+    (FLINK-38267, fixed only after 1.19, made this per exchange, as the engine used to decide)."""
+    r = _rescaled({"src": 3, "map": 3})
+    assert r.refused is not None, "Flink 1.19 refuses this restore"
+    done, _, message = r.refused
+    held = {e for snap in done.tasks.values() for states in (snap.input_state, snap.output_state)
+            for (e, _, _), bufs in states.items() if any(b.recs for b in bufs)}
+    assert 0 in held and 1 not in held, held  # in-flight data on the hash edge only
+    assert "edge #1 (src -> map), a forward edge" in message and "'src' changes parallelism 2 -> 3" in message
+    assert "\n" not in message
+
+
+def test_a_neighbour_rescale_refuses_through_the_rescaling_descriptors() -> None:
+    """``TaskStateAssignment.createRescalingDescriptor``: when a consumer's gates were remapped (here
+    ``count`` changes parallelism), its producer ``src`` — unchanged, but restored with state — builds
+    the descriptor of every partition, which asks the forward edge's mapper again and throws."""
+    r = _rescaled({"count": 3})
+    assert r.refused is not None
+    assert "edge #1 (src -> map), a forward edge" in r.refused[2] and "its consumer 'count'" in r.refused[2]
+
+
+def test_a_rescale_away_from_unsupported_edges_is_accepted() -> None:
+    """Rescaling the sink only: ``count``'s partitions are all rebalance, so every mapping Flink
+    computes is supported; the restore goes ahead and exactly-once holds."""
+    r = _rescaled({"sink": 2})
+    assert r.refused is None and r.violations == [] and r.verdict.ok
+    assert r.restores and r.restores[0][1]["sink"] == 2
+
+
+@st.composite
+def _restores(draw: Any) -> tuple[JobGraph, CompletedCheckpoint, dict[str, int]]:
+    """A small DAG (v0 .. vn-1, edges forward in index order), old and new parallelisms (equal at
+    both ends of a forward edge), and a synthetic checkpoint with in-flight data on some edges' input
+    or output side and operator state on some vertices."""
+    n = draw(st.integers(3, 5))
+    old = [draw(st.integers(1, 3)) for _ in range(n)]
+    new = [draw(st.integers(1, 3)) for _ in range(n)]
+    pairs = draw(st.sets(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)).filter(lambda p: p[0] < p[1]),
+                         min_size=2, max_size=6))
+    edges: list[dict[str, Any]] = []
+    for a, b in sorted(pairs):
+        part = draw(st.sampled_from(["rebalance", "shuffle", "rescale", "broadcast", "forward"]))
+        if part == "forward":
+            old[b], new[b] = old[a], new[a]
+        gate = sum(e["to"] == f"v{b}" for e in edges)  # a co_map reads each input through its own gate
+        edges.append({"from": f"v{a}", "to": f"v{b}", "partitioner": part, "gate": gate})
+    used = sorted({e[k] for e in edges for k in ("from", "to")})
+    inputs = {v: sum(e["to"] == v for e in edges) for v in used}
+    kinds = {v: "source" if not inputs[v] else "co_map" if inputs[v] > 1 else "map" for v in used}
+    try:
+        graph = JobGraph.from_json({"name": "g", "max_parallelism": 16, "edges": edges, "vertices": [
+            {"id": v, "kind": kinds[v], "parallelism": old[int(v[1:])], **({"records": 1} if kinds[v] == "source" else {})}
+            for v in used]})
+    except CutcheckError:
+        assume(False)
+    stateful = draw(st.sets(st.sampled_from(sorted(used))))
+    snaps = {SubtaskId(v.id, i): TaskSnapshot(1, SubtaskId(v.id, i), {"x": 1} if v.id in stateful else {})
+             for v in graph.vertices for i in range(v.parallelism)}
+    for e in graph.edges:
+        for side in draw(st.sets(st.sampled_from(["input", "output"]))):
+            owner = SubtaskId(e.target if side == "input" else e.source, 0)
+            getattr(snaps[owner], f"{side}_state")[(e.key, 0, 0)] = [Buf([(0, 1, 0, 0, 0, 0, -1)], 0)]
+    now = {v.id: new[int(v.id[1:])] for v in graph.vertices}
+    return graph, CompletedCheckpoint(1, "checkpoint", 0, {v.id: v.parallelism for v in graph.vertices}, snaps), now
+
+
+@settings(max_examples=300, deadline=None)
+@given(_restores())
+def test_the_engine_refuses_exactly_where_the_independent_statement_of_flinks_rule_does(
+        restore: tuple[JobGraph, CompletedCheckpoint, dict[str, int]]) -> None:
+    """``reference.rescale_refusal`` against ``rescale_helpers.flink_refuses`` (written separately,
+    edge by edge) on random graphs with several edges per vertex and pointwise or broadcast edges."""
+    from tests.reference.rescale_helpers import flink_refuses
+
+    graph, done, new = restore
+    try:
+        refuse_if_flink_would(graph, done, new)
+        refused = False
+    except RestoreRefused:
+        refused = True
+    assert refused == flink_refuses(graph, done, new)
+    event("refused" if refused else "accepted")

@@ -150,8 +150,9 @@ def test_rescaled_restores_keep_exactly_once_order_and_ownership(s: dict[str, An
     """Two failures, each restored at other parallelisms (up, down, unchanged per vertex) from a
     backpressured unaligned or aligned-timeout run: EXACTLY_ONCE holds, and ORDER and OWNERSHIP
     (checked by every keyed operator on restore and on every record) never fail. A restore is
-    refused exactly where Flink refuses; with these graphs that is never, since Flink, like the
-    engine, keeps pointwise, broadcast and custom edges aligned, so they hold no channel state."""
+    refused exactly where Flink 1.19 refuses: pointwise, broadcast and custom edges stay aligned and
+    hold no channel state, but a vertex with one of them next to an edge that does hold some is
+    remapped whole, and the pointwise or broadcast edge's mapper refuses it (per vertex)."""
     r = run(s)
     graph = r.engine.graph
     if r.refused is not None:

@@ -1,9 +1,10 @@
 """Flink's UnalignedCheckpointRescaleITCase as a table: its topologies, each restored at another
 parallelism from an unaligned checkpoint taken under backpressure.
 
-Every row must hold EXACTLY_ONCE, ORDER and OWNERSHIP, or be refused exactly where Flink refuses:
-in-flight data on a pointwise, broadcast or custom edge whose producer or consumer changes
-parallelism. ``pointwise_with_state`` restores checkpoints that hold in-flight data on its rescale
+Every row must hold EXACTLY_ONCE, ORDER and OWNERSHIP, or be refused exactly where Flink 1.19
+refuses (``rescale_helpers.flink_refuses``): a vertex whose gates or partitions are remapped has all
+of them remapped, and a pointwise or broadcast edge among them refuses the restore; a custom edge
+refuses where it holds in-flight data. ``pointwise_with_state`` restores checkpoints that hold in-flight data on its rescale
 edge (as a checkpoint of a job whose edge was not pointwise would), so it must be refused.
 
 As in Flink's test, the 20 <-> 21 pairs run on the pipeline only; its chained head (source, filter,
@@ -26,6 +27,7 @@ from reference import Scenario, simulate
 from reference.network import Buf
 from reference.storage import CompletedCheckpoint, InMemoryStorage
 from tests.reference.helpers import scenario
+from tests.reference.rescale_helpers import flink_refuses as refuses_per_vertex
 
 RECORDS = 60  # per source: in-flight data at every parallelism, few enough to stay quick
 SMALL_PAIRS = [(1, 2), (2, 3), (3, 7), (7, 3), (3, 3)]
@@ -150,16 +152,11 @@ RESULTS: dict[tuple[str, int, int], list[str]] = {}
 
 
 def flink_refuses(graph: Any, done: CompletedCheckpoint, new: dict[str, int]) -> list[str]:
-    """The edges whose in-flight data Flink cannot redistribute (pointwise, broadcast, custom edges
-    holding records while their producer or consumer changes parallelism)."""
-    held = {e.key: 0 for e in graph.edges}
-    for snap in done.tasks.values():
-        for states in (snap.input_state, snap.output_state):
-            for (edge, _, _), bufs in states.items():
-                held[edge] += sum(len(b.recs) for b in bufs)
-    return [f"#{e.key}" for e in graph.edges
-            if held[e.key] and e.partitioner in ("forward", "rescale", "broadcast", "custom")
-            and (done.parallelism[e.source] != new[e.source] or done.parallelism[e.target] != new[e.target])]
+    """The pointwise, broadcast and custom edges that Flink refuses to remap, per vertex
+    (``rescale_helpers.flink_refuses``); empty when Flink accepts the restore."""
+    if not refuses_per_vertex(graph, done, new):
+        return []
+    return [f"#{e.key}" for e in graph.edges if e.partitioner in ("forward", "rescale", "broadcast", "custom")]
 
 
 def row_scenario(topology: str, old: int, new: int) -> tuple[Scenario, dict[str, int]]:
