@@ -122,3 +122,156 @@ def test_flink_metadata_is_detected_by_its_magic(tmp_path: Path) -> None:
     assert is_flink_checkpoint_dir(tmp_path)
     (tmp_path / "j" / "chk-1" / "_metadata").write_text('{"format": "cutcheck-checkpoint/1"}')
     assert not is_flink_checkpoint_dir(tmp_path)
+
+
+# --- flink compare's calibration and flink conform's graph filter (no Flink needed) ---------------------------
+
+def test_within_is_symmetric_and_twenty_percent() -> None:
+    from flink_bridge.compare import within
+
+    assert within(8, 10) and within(10, 8) and within(0, 0) and within(12, 10)
+    assert not within(7, 10) and not within(10, 13) and not within(0, 3)
+
+
+def test_next_interval_scales_and_bisects_a_bracket() -> None:
+    from flink_bridge.compare import MIN_INTERVAL, next_interval
+
+    assert next_interval(50, 20, 10, {50: 20}) == 100  # twice the checkpoints wanted: twice the interval
+    assert next_interval(100, 5, 10, {100: 5}) == 50
+    assert next_interval(3, 1, 100, {3: 1}) == MIN_INTERVAL
+    # 40 gave too many, 90 too few: their geometric midpoint, whatever the proportional guess
+    assert next_interval(90, 2, 10, {40: 14, 90: 2}) == 60
+    assert next_interval(41, 2, 10, {40: 14, 41: 2}) == 8  # nothing left between: scale (the caller then scans)
+
+
+def test_calibrate_reaches_the_target_on_a_non_proportional_count() -> None:
+    from flink_bridge.compare import calibrate, within
+
+    def count(interval: int) -> int:  # checkpoints fall faster than 1/interval, as a job lengthens with them
+        return int(3000 / interval ** 1.3)
+
+    interval, got, trials = calibrate(lambda i: count(i), lambda c: c, 12, 20)
+    assert within(got, 12) and got == count(interval)
+    assert len(trials) <= 8 and trials[0][0] == 20
+
+
+def test_calibrate_returns_the_closest_run_when_it_cannot_match() -> None:
+    from flink_bridge.compare import calibrate
+
+    def count(interval: int) -> int:  # a cliff: 30 checkpoints below 15 steps, 2 from there on
+        return 30 if interval < 15 else 2
+
+    interval, got, trials = calibrate(count, lambda c: c, 10, 10, rounds=4)
+    assert [i for i, _ in trials] == [10, 30, 17, 13]  # proportional, then bisecting the bracket
+    assert (interval, got) == (17, 2)  # the closest count; among equals the shortest interval
+
+
+def test_engine_calibration_on_keyed_pipeline_with_a_failure_and_a_rescale() -> None:
+    """The engine's real run (checkpoints, failure, rescale) is what is calibrated, not a dry run."""
+    from flink_bridge.compare import calibrate, engine_steps, run_engine, within
+    from flink_bridge.runner import RunOptions, prepare, slow_vertex
+
+    opts = RunOptions(mode="unaligned", fail_after=2, rescale={"count": 3}, records=1000)
+    graph, _ = prepare(EXAMPLES / "keyed-pipeline.json", opts)
+    slow = slow_vertex(graph, opts)
+    for want in (3, 6, 10):
+        _, side, trials = calibrate(lambda i: run_engine(graph, opts, i, slow, slow), lambda s: s.completed, want,
+                                    engine_steps(graph, opts, slow) // want)
+        assert within(side.completed, want), (want, trials)
+        assert side.verdict == "holds" and side.restarts == 1
+
+
+def test_conform_draws_only_graphs_flink_runs_deterministically() -> None:
+    from flink_bridge.conform import MAX_PARALLELISM, cases, draw_case
+    from flink_bridge.runner import prepare
+    from reference.generate import _rescalable
+
+    drawn = list(cases(0, 6))
+    assert [c.seed for c in drawn] == [c.seed for c in cases(0, 6)], "deterministic by seed"
+    assert len({c.seed for c in drawn}) == 6
+    for case in drawn:
+        graph = JobGraph.from_json(case.graph)
+        check_supported(graph)
+        prepare(graph, case.opts)  # the options drawn are accepted too
+        assert case.opts.fail_after in (1, 2)
+        if any(e.partitioner == "custom" for e in graph.edges):
+            assert case.opts.mode == "aligned"
+        movable = _rescalable(case.graph)
+        assert bool(case.opts.rescale) == bool(movable), "a rescale wherever Flink allows one"
+        for vid, p in case.opts.rescale.items():
+            assert vid in movable and p != graph.vertex(vid).parallelism and 1 <= p <= MAX_PARALLELISM
+    skipped = [s for s in range(drawn[-1].seed) if s not in {c.seed for c in drawn}]
+    for s in skipped:
+        assert draw_case(s) is None
+
+
+def test_conform_replay_is_a_compare_command(tmp_path: Path) -> None:
+    from flink_bridge.conform import draw_case
+
+    case = next(c for c in map(draw_case, range(50)) if c is not None and c.opts.rescale)
+    replay = case.replay(tmp_path / "g.json")
+    assert replay.startswith(f"cutcheck flink compare {tmp_path / 'g.json'} --mode {case.opts.mode}")
+    assert f"--fail-after-checkpoint {case.opts.fail_after}" in replay and "--rescale" in replay
+
+
+def _fake_compare(verdicts: tuple[str, str]) -> Any:
+    from flink_bridge.compare import Comparison, Side
+
+    def side(name: str, verdict: str) -> Side:
+        s = Side(name, "steps" if name == "engine" else "ms", 5, 0, 1, {"ok": verdict == "holds", "lost": 1,
+                 "duplicated": 0, "phantom": 0}, [(1, 100)], [(1, 50)], [(1, 3)])
+        s.refused = "restore refused" if verdict == "refused" else None
+        return s
+
+    def compare(graph: Any, opts: Any, out: Any = None, progress: Any = None, **_: Any) -> Comparison:
+        return Comparison(graph.name if hasattr(graph, "name") else "g", opts.mode, side("engine", verdicts[0]),
+                          side("flink", verdicts[1]), 40, [(20, 9), (40, 5)], opts.interval_ms)
+
+    return compare
+
+
+@pytest.mark.parametrize(("verdicts", "code"), [(("holds", "holds"), 0), (("refused", "refused"), 0),
+                                                (("holds", "refused"), 1), (("violated", "holds"), 1)])
+def test_conform_cli_exit_codes_and_replay(verdicts: tuple[str, str], code: int, monkeypatch: pytest.MonkeyPatch,
+                                           tmp_path: Path) -> None:
+    import flink_bridge.conform as conform_mod
+
+    monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
+    monkeypatch.setattr(conform_mod, "compare", _fake_compare(verdicts))
+    out = tmp_path / "conform"
+    result = _invoke("flink", "conform", "--graphs", "2", "--seed", "3", "--out", str(out),
+                     "--json", str(tmp_path / "c.json"))
+    assert result.exit_code == code, result.output
+    report = json.loads((tmp_path / "c.json").read_text())
+    assert report["graphs"] == 2 and report["all_agree"] == (code == 0)
+    for row in report["rows"]:
+        assert Path(row["graph_file"]).parent == out and Path(row["graph_file"]).exists()
+        JobGraph.from_json(Path(row["graph_file"]))
+        assert (row["replay"] is None) == row["agree"]
+    assert result.output.count("replay: cutcheck flink compare") == (0 if code == 0 else 2)
+    assert json.loads((out / "run.json").read_text())["written_by"] == "cutcheck"
+    again = _invoke("flink", "conform", "--graphs", "2", "--seed", "3", "--out", str(out))
+    assert again.exit_code == 2 and "--force" in _error_line(again)
+
+
+@pytest.mark.parametrize("args", [["--graphs", "0"], ["--out", "."], ["--records", "1"]])
+def test_conform_bad_input_exits_2(args: list[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
+    base = ["--out", str(tmp_path / "c")] if "--out" not in args else []
+    result = _invoke("flink", "conform", *base, *args)
+    assert result.exit_code == 2, result.output
+
+
+def test_compare_table_marks_what_is_comparable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    import flink_bridge.compare as compare_mod
+
+    monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
+    monkeypatch.setattr(compare_mod, "compare", _fake_compare(("holds", "holds")))
+    result = _invoke("flink", "compare", str(EXAMPLES / "keyed-pipeline.json"), "--json", str(tmp_path / "c.json"))
+    assert result.exit_code == 0, result.output
+    for words in ("comparable", "engine/Flink 1.00, within 20%", "no: steps against milliseconds",
+                  "share of in-flight data persisted", "restore refused"):
+        assert words in result.output
+    cmp = json.loads((tmp_path / "c.json").read_text())
+    assert cmp["checkpoint_ratio"] == 1.0 and cmp["calibrated"] and "alignment" in cmp["not_comparable"]
+    assert set(cmp["comparable"]) >= {"verdict", "completed", "restarts", "refused", "persisted_share"}
