@@ -22,6 +22,7 @@ import gzip
 import json
 import os
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -46,7 +47,7 @@ FORMATS: dict[str, str] = {
     ".ndjson": "json",
 }
 COMPRESSIONS = (".gz", ".bz2", ".zst", ".lz4", ".snappy", ".deflate")
-SNIFF_LINES = 1000  # JSON lines read to learn which columns a JSON dataset has
+SNIFF_LINES = 1000  # JSON lines read before Spark: which columns a dataset has, what type its rids are
 
 
 @dataclass(frozen=True, slots=True)
@@ -194,21 +195,27 @@ def _open_text(path: Path) -> IO[str]:
     return open(path, encoding="utf-8")  # noqa: SIM115 - closed by the caller's with
 
 
+def json_head(ds: Dataset, path: Path) -> Iterator[Any]:
+    """The JSON values on the first SNIFF_LINES non-blank lines of one file of ``ds`` (what the checks
+    before Spark look at); a file that is not JSON lines is one sentence naming it."""
+    try:
+        with _open_text(path) as fh:
+            for i, line in enumerate(fh):
+                if i >= SNIFF_LINES:
+                    break
+                if line.strip():
+                    yield json.loads(line)
+    except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
+        raise LogDataError(f"{ds.name} dataset file {ds.show(path)} is not JSON lines ({exc}).") from None
+
+
 def _json_keys(ds: Dataset) -> list[str] | None:
     keys: dict[str, None] = {}
     for f in ds.files:
-        try:
-            with _open_text(f) as fh:
-                for i, line in enumerate(fh):
-                    if i >= SNIFF_LINES:
-                        break
-                    if line.strip():
-                        obj = json.loads(line)
-                        if not isinstance(obj, dict):
-                            raise ValueError("a line is not a JSON object")
-                        keys.update(dict.fromkeys(obj))
-        except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
-            raise LogDataError(f"{ds.name} dataset file {ds.show(f)} is not JSON lines ({exc}).") from None
+        for obj in json_head(ds, f):
+            if not isinstance(obj, dict):
+                raise LogDataError(f"{ds.name} dataset file {ds.show(f)} is not JSON lines (a line is not a JSON object).")
+            keys.update(dict.fromkeys(obj))
         if keys:
             return list(keys)
     return None

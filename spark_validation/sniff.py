@@ -18,9 +18,8 @@ from typing import Any
 from model.errors import LogDataError
 
 from .columns import rename, source_name
-from .datasets import Dataset, _open_text
+from .datasets import Dataset, _open_text, json_head
 
-SNIFF_LINES = 1000  # JSON lines looked at for a first non-null rid
 NUMBER = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
 INTEGER = re.compile(r"^[+-]?\d+$")
 # The columns of cutcheck's Flink sink part files (flink_bridge/runlog.py), in file order.
@@ -134,22 +133,13 @@ def _json_type(value: Any) -> str | None:
 def _json(ds: Dataset, rid: str) -> Sniff:
     empty = True
     for f in ds.files:
-        try:
-            with _open_text(f) as fh:
-                for i, line in enumerate(fh):
-                    if i >= SNIFF_LINES:
-                        break
-                    if not line.strip():
-                        continue
-                    empty = False
-                    obj = json.loads(line)
-                    if isinstance(obj, dict) and obj.get(rid) is not None:
-                        what = _json_type(obj[rid])
-                        if what is not None:
-                            raise _not_integer(ds, f, what)
-                        return Sniff(empty=False)
-        except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
-            raise LogDataError(f"{ds.name} dataset file {ds.show(f)} is not JSON lines ({exc}).") from None
+        for obj in json_head(ds, f):
+            empty = False
+            if isinstance(obj, dict) and obj.get(rid) is not None:
+                what = _json_type(obj[rid])
+                if what is not None:
+                    raise _not_integer(ds, f, what)
+                return Sniff(empty=False)
     return Sniff(empty=empty)
 
 
