@@ -12,7 +12,6 @@ import json
 import shutil
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -138,23 +137,26 @@ def test_simulate_refuses_a_bad_scenario(work: Path, case: str) -> None:
     change, names = SCENARIO_CASES[case]
     path = scenario_file(work, case, change)
     before = tree_hashes(work)
-    started = time.monotonic()
     res = cutcheck(["simulate", str(path), "--out", str(work / "run"), "--json", str(work / "r.json")], work)
-    took = time.monotonic() - started
     assert_refused(res, *names)
-    assert tree_hashes(work) == before  # nothing written, nothing changed
-    assert took < 15, took  # refused before the run (the interpreter's start-up dominates)
+    assert tree_hashes(work) == before  # nothing written, nothing changed: refused before the run
 
 
-def test_a_job_beyond_the_channel_budget_is_refused_within_a_second(work: Path) -> None:
+def test_a_job_beyond_the_channel_budget_is_refused_before_any_channel_exists(
+        work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The budget is a per-edge formula: the refusal never expands the job into its 25 million
+    channels (how fast that is, is measured by benchmarks/bench_graph.py, not asserted here)."""
+    from model import execution
     from reference import Scenario
     from reference.scenario import ScenarioError
 
+    def expanded(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the job was expanded into channels before it was refused")
+
+    monkeypatch.setattr(execution.ExecutionGraph, "__init__", expanded)
     path = scenario_file(work, "wide", _wide)
-    started = time.monotonic()
     with pytest.raises(ScenarioError, match="channels"):
         Scenario.from_json(path)
-    assert time.monotonic() - started < 1.0
 
 
 @pytest.mark.parametrize("args, names", [
