@@ -7,7 +7,7 @@ this module itself imports neither (model/ does no I/O).
 Only ``rid`` is required in ``input`` and ``output`` for validation; the optional columns enable
 further checks (see ``CHECK_COLUMNS``).
 
-Two extension columns beyond DESIGN's list, both optional and nullable:
+Extension columns beyond the original list, all optional and nullable:
 
 * ``input.copies``: how many committed output rows the record must produce (default 1). A filter
   makes it 0 for some records, a broadcast edge multiplies it; the engine writes it from the graph.
