@@ -10,6 +10,7 @@ temporary directory, never into the working directory.
 from __future__ import annotations
 
 import json
+import sys
 import tempfile
 import time
 from pathlib import Path
@@ -175,9 +176,11 @@ def fuzz(
 
 def _example_scenarios(directory: Path | None) -> list[Path]:
     """The scenarios verify runs: --examples DIR, else examples/scenarios of the working directory
-    (the repository, where the README runs it), else the repository's beside the commands package (an editable install)."""
+    (the repository, where the README runs it), else the repository's beside the commands package (an
+    editable install), else the copy `pip install` puts under <prefix>/share/cutcheck (pyproject's data-files)."""
     candidates = [directory] if directory else [Path.cwd() / "examples" / "scenarios",
-                                                 Path(__file__).resolve().parents[1] / "examples" / "scenarios"]
+                                                 Path(__file__).resolve().parents[1] / "examples" / "scenarios",
+                                                 Path(sys.prefix) / "share" / "cutcheck" / "examples" / "scenarios"]
     for d in candidates:
         found = sorted(d.glob("*.json")) if d and d.is_dir() else []
         if found:
