@@ -19,8 +19,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reference import Scenario, simulate  # noqa: E402
-from reference.batch import make_engine  # noqa: E402
+from cutcheck.reference import Scenario, simulate  # noqa: E402
+from cutcheck.reference.batch import make_engine  # noqa: E402
 
 FAILURES = [("clean[0]", "{clean[0], src[0]}"), ("count[1]", "{count[1]}"), ("map[1]", "{map[1], sink[1]}"),
             ("worker:0", "{map[0], sink[0]}")]

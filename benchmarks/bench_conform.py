@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from flink_bridge import require_flink  # noqa: E402
-from flink_bridge.conform import conform  # noqa: E402
+from cutcheck.flink_bridge import require_flink  # noqa: E402
+from cutcheck.flink_bridge.conform import conform  # noqa: E402
 
 
 def main() -> None:

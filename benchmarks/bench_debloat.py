@@ -22,7 +22,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from reference import Scenario, simulate  # noqa: E402
+from cutcheck.reference import Scenario, simulate  # noqa: E402
 
 BUFFER, RECORD = 512, 64
 

@@ -22,9 +22,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model.keygroups import assign_to_key_group, operator_index  # noqa: E402
-from reference import Scenario, simulate  # noqa: E402
-from reference.records import map_value, source_layouts  # noqa: E402
+from cutcheck.model.keygroups import assign_to_key_group, operator_index  # noqa: E402
+from cutcheck.reference import Scenario, simulate  # noqa: E402
+from cutcheck.reference.records import map_value, source_layouts  # noqa: E402
 
 PAR = {"src": 2, "map": 4, "count": 3, "sink": 2}
 HOPS_PER_RECORD = 3
@@ -49,7 +49,7 @@ def scenario(records: int) -> Scenario:
 
 def deque_pipeline(records: int) -> int:
     """The same records over the same hops with deques: the floor any engine is measured against."""
-    from model.graph import JobGraph
+    from cutcheck.model.graph import JobGraph
 
     layout = source_layouts(JobGraph.from_json(graph(records)))["src"]
     maps = [deque() for _ in range(PAR["map"])]

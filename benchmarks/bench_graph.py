@@ -31,10 +31,10 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from model.execution import MAX_CHANNELS, ExecutionGraph, channel_counts, edge_channels  # noqa: E402
-from model.graph import JobGraph  # noqa: E402
-from model.inflight import job_worst_case_inflight_bytes, worst_case_inflight_bytes  # noqa: E402
-from model.regions import job_pipelined_regions, pipelined_regions  # noqa: E402
+from cutcheck.model.execution import MAX_CHANNELS, ExecutionGraph, channel_counts, edge_channels  # noqa: E402
+from cutcheck.model.graph import JobGraph  # noqa: E402
+from cutcheck.model.inflight import job_worst_case_inflight_bytes, worst_case_inflight_bytes  # noqa: E402
+from cutcheck.model.regions import job_pipelined_regions, pipelined_regions  # noqa: E402
 
 
 def all_to_all(side: int) -> dict[str, Any]:
@@ -77,7 +77,7 @@ def cli_figures(side: int, timeout: float) -> None:
         path = Path(tmp) / "job.json"
         path.write_text(json.dumps(all_to_all(side)))
         for command in ("show", "regions", "inflight"):
-            seconds, rss, code = child([sys.executable, "cli.py", "graph", command, str(path)], timeout)
+            seconds, rss, code = child([sys.executable, "-m", "cutcheck", "graph", command, str(path)], timeout)
             print(json.dumps({"figure": f"graph_{command}", "job": f"{side}x{side} all-to-all",
                               "channels": side * side, "seconds": round(seconds, 2), "peak_rss_mb": round(rss),
                               "exit": code, "timed_out": seconds >= timeout}))
@@ -104,8 +104,8 @@ def ratio_figures() -> None:
 _ENGINE = """
 import json, sys, time
 sys.path.insert(0, {root!r})
-from reference import Scenario
-from reference.batch import make_engine
+from cutcheck.reference import Scenario
+from cutcheck.reference.batch import make_engine
 def rss():
     return int(open("/proc/self/status").read().split("VmRSS:")[1].split()[0]) * 1024
 scenario = Scenario.from_json({{"graph": {path!r}, "max_steps": 10**9}})

@@ -16,7 +16,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import proofs  # noqa: E402
+from cutcheck import proofs  # noqa: E402
 
 
 def main(argv: list[str]) -> int:

@@ -39,7 +39,7 @@ def emit(figure: str, **fields: Any) -> None:
 
 
 def ensure_logs(root: Path, records: int) -> dict[str, Any]:
-    from spark_validation import synthesize
+    from cutcheck.spark_validation import synthesize
 
     path = root / f"r{records}"
     planted_file = path / "planted.json"
@@ -144,8 +144,8 @@ def main() -> int:
     ap.add_argument("--skip-duckdb", action="store_true")
     args = ap.parse_args()
 
-    from spark_validation import validate
-    from spark_validation.session import build_session
+    from cutcheck.spark_validation import validate
+    from cutcheck.spark_validation.session import build_session
 
     sizes = sorted({int(s) for s in args.sizes.split(",") if s} | ({100_000_000} if args.deep else set()))
     root = Path(args.dir)

@@ -1,1 +1,1 @@
-"""The command groups of ``cli``: one module per group; each registers its commands on ``cli.app``."""
+"""The command groups of ``cutcheck.cli``: one module per group; each registers its commands on ``common.app`` when imported."""

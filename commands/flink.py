@@ -9,9 +9,9 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from cli import app, err, out, table, user_errors, write_json
-from commands.simulate import _parse_assignments
-from model.outputs import check_output_dir
+from cutcheck.commands.common import app, err, out, table, user_errors, write_json
+from cutcheck.commands.simulate import _parse_assignments
+from cutcheck.model.outputs import check_output_dir
 
 flink_app = typer.Typer(help="Run job graphs on a real Flink MiniCluster (needs the flink extra).", no_args_is_help=True)
 app.add_typer(flink_app, name="flink")
@@ -20,7 +20,7 @@ app.add_typer(flink_app, name="flink")
 def _flink_options(mode: str, fail_after: int | None, rescale: list[str] | None, records: int | None, interval: int,
                    slow: str | None, delay: float, no_restart: bool, incremental: bool, retained: int,
                    checkpoint_dir: Path | None, job_id: str | None) -> Any:
-    import flink_bridge
+    from cutcheck import flink_bridge
 
     flink_bridge.require_flink()  # one sentence and exit 2 without the extra, before any other work
     return flink_bridge.RunOptions(
@@ -81,7 +81,7 @@ def flink_run(
 
     Exit 0 when the committed output is exactly-once, 1 when it is not, 2 on bad input or without the flink extra.
     """
-    import flink_bridge
+    from cutcheck import flink_bridge
 
     check_output_dir(out_dir, force=force)  # before Flink starts: a refusal costs nothing
     opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
@@ -97,7 +97,7 @@ def flink_run(
 
 
 def _side_by_side(cmp: Any) -> list[Table]:
-    from flink_bridge.compare import NOT_COMPARABLE, TOLERANCE
+    from cutcheck.flink_bridge.compare import NOT_COMPARABLE, TOLERANCE
 
     e, f = cmp.engine, cmp.flink
 
@@ -164,7 +164,7 @@ def flink_compare(
     Exit 0 when no side violates exactly-once and both give the same verdict (a restore refused on both sides
     agrees), 1 otherwise, 2 on bad input or without the flink extra.
     """
-    from flink_bridge.compare import compare
+    from cutcheck.flink_bridge.compare import compare
 
     if out_dir is not None:
         check_output_dir(out_dir, force=force)
@@ -196,9 +196,9 @@ def flink_conform(
 
     Exit 0 when all agree, 1 when any disagrees (a replay command per disagreement), 2 on bad input.
     """
-    import flink_bridge
-    from flink_bridge.conform import conform
-    from model.outputs import mark, replace_dir, staging_dir
+    from cutcheck import flink_bridge
+    from cutcheck.flink_bridge.conform import conform
+    from cutcheck.model.outputs import mark, replace_dir, staging_dir
 
     check_output_dir(out_dir, force=force)
     flink_bridge.require_flink()

@@ -10,17 +10,17 @@ temporary directory, never into the working directory.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 import typer
 
-from cli import app, err, out, show, user_errors, write_json
-from model.errors import CutcheckError
-from model.outputs import check_output_dir, check_output_file, mark, replace_dir, staging_dir
+from cutcheck.commands.common import app, err, out, show, user_errors, write_json
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.outputs import check_output_dir, check_output_file, mark, replace_dir, staging_dir
 
 FUZZ_PROFILES: dict[str, dict[str, Any]] = {
     # examples: Hypothesis fuzz scenarios; kill_seconds: budget per mutant; spark: validate the example logs
@@ -57,7 +57,7 @@ def _write_run_dir(dest: Path | None, force: bool, report: dict[str, Any], scena
 
 
 def _check_mutants(mutants: tuple[str, ...]) -> None:
-    from reference.mutations import MUTANTS
+    from cutcheck.reference.mutations import MUTANTS
 
     for m in mutants:
         if m not in MUTANTS:
@@ -81,8 +81,8 @@ def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> 
     """Each seed is one Spark task running the engine (executors need this project installed)."""
     import functools as ft
 
-    from reference.fuzz import verdict_of_seed
-    from spark_validation.session import get_session
+    from cutcheck.reference.fuzz import verdict_of_seed
+    from cutcheck.spark_validation.session import get_session
 
     spark = get_session(master)  # its Python workers run this interpreter (spark_validation.session)
     rdd = spark.sparkContext.parallelize(seeds, max(1, min(len(seeds), 64)))
@@ -114,7 +114,7 @@ def fuzz(
     json_path: Path = typer.Option(None, "--json", help="Write the campaign report as JSON."),
 ) -> None:
     """Fuzz the engine: random graphs, modes, failures, rescales and schedules; shrink any violation."""
-    from reference import fuzz as fz
+    from cutcheck.reference import fuzz as fz
 
     mutants = tuple(mutant or ())
     _check_campaign(examples, seconds, workers, spark)
@@ -175,19 +175,13 @@ def fuzz(
 
 
 def _example_scenarios(directory: Path | None) -> list[Path]:
-    """The scenarios verify runs: --examples DIR, else examples/scenarios of the working directory
-    (the repository, where the README runs it), else the repository's beside the commands package (an
-    editable install), else the copy `pip install` puts under <prefix>/share/cutcheck (pyproject's data-files)."""
-    candidates = [directory] if directory else [Path.cwd() / "examples" / "scenarios",
-                                                 Path(__file__).resolve().parents[1] / "examples" / "scenarios",
-                                                 Path(sys.prefix) / "share" / "cutcheck" / "examples" / "scenarios"]
-    for d in candidates:
-        found = sorted(d.glob("*.json")) if d and d.is_dir() else []
-        if found:
-            return found
-    where = directory or candidates[0]
-    raise CutcheckError(f"{where}: no example scenarios (*.json) to run; run verify from the repository root or "
-                        "give --examples DIR.")
+    """The scenarios verify runs: --examples DIR, else the ones shipped with the package (package data,
+    the same files in an editable checkout and an installed copy), whatever the working directory."""
+    d = directory if directory else Path(str(resources.files("cutcheck") / "examples" / "scenarios"))
+    found = sorted(d.glob("*.json")) if d.is_dir() else []
+    if not found:
+        raise CutcheckError(f"{d}: no example scenarios (*.json) to run; give --examples DIR with scenario files.")
+    return found
 
 
 EXAMPLE_ASSERTS = ("ran to the end with every invariant checked at each step (cuts, order, liveness), every scheduled "
@@ -234,11 +228,11 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
             final: Path) -> dict[str, Any]:
     """Run every stage into ``root`` (renamed to ``final`` afterwards); print the summary; return the
     report (values only, no JSON strings inside)."""
-    import proofs
-    from reference import Scenario
-    from reference import fuzz as fz
-    from reference import simulate as run
-    from reference.mutations import MUTANTS
+    from cutcheck import proofs
+    from cutcheck.reference import Scenario
+    from cutcheck.reference import fuzz as fz
+    from cutcheck.reference import simulate as run
+    from cutcheck.reference.mutations import MUTANTS
 
     started = time.monotonic()
     budget = FUZZ_PROFILES[profile]
@@ -305,7 +299,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
             got, ok)
     report["examples"] = {n: r.summary() for n, r in run_dirs}
 
-    import spark_validation
+    from cutcheck import spark_validation
 
     agree = True
     with err.status("validating the example logs with Spark …"):

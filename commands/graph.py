@@ -7,8 +7,8 @@ from typing import Any
 
 import typer
 
-from cli import graph_app, out, show, user_errors, write_json
-from model.errors import CutcheckError
+from cutcheck.commands.common import graph_app, out, show, user_errors, write_json
+from cutcheck.model.errors import CutcheckError
 
 _KIND_COLOURS = {
     "source": "#cfe8cf",
@@ -24,8 +24,8 @@ _KIND_COLOURS = {
 
 def _load_graph(file: Path, parallelism: list[str] | None = None) -> Any:
     """Load a job graph, optionally at other parallelisms given as VERTEX=P."""
-    from model.errors import GraphError
-    from model.graph import JobGraph
+    from cutcheck.model.errors import GraphError
+    from cutcheck.model.graph import JobGraph
 
     try:
         job = JobGraph.from_json(file)
@@ -124,8 +124,8 @@ def _region_rows(regions: list[list[Any]]) -> list[list[Any]]:
 
 
 def _edge_rows(job: Any) -> list[list[Any]]:
-    from model.execution import edge_channels, edge_supports_unaligned
-    from model.partitioning import connection_pattern
+    from cutcheck.model.execution import edge_channels, edge_supports_unaligned
+    from cutcheck.model.partitioning import connection_pattern
 
     p = {v.id: v.parallelism for v in job.vertices}
     return [
@@ -147,7 +147,7 @@ def _dot_quote(text: str) -> str:
 
 
 def _dot_text(job: Any) -> str:
-    from model.partitioning import connection_pattern
+    from cutcheck.model.partitioning import connection_pattern
 
     lines = [f"digraph {_dot_quote(job.name)} {{", "  rankdir=LR;", '  node [shape=box, style="rounded,filled"];']
     for v in job.vertices:
@@ -270,7 +270,7 @@ def _draw_png(job: Any, path: Path) -> None:
     ax.margins(0.15)
     ax.set_axis_off()
     fig.tight_layout()
-    from reference.picture_draw import save_png
+    from cutcheck.reference.picture_draw import save_png
 
     save_png(fig, path)
 
@@ -292,7 +292,7 @@ def graphshow(
     parallelism: list[str] | None = typer.Option(None, "--parallelism", "-p", help="VERTEX=P, repeatable."),
 ) -> None:
     """Summarise a job graph: vertices, edges, wiring, exchanges, gates and unaligned support."""
-    from model.execution import MAX_CHANNELS, channel_count
+    from cutcheck.model.execution import MAX_CHANNELS, channel_count
 
     job = _load_graph(file, parallelism)
     if png is not None:
@@ -325,8 +325,8 @@ def graph_regions(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the regions as JSON here."),
 ) -> None:
     """List the pipelined regions (the units of region failover)."""
-    from model.execution import subtasks_of
-    from model.regions import job_pipelined_regions
+    from cutcheck.model.execution import subtasks_of
+    from cutcheck.model.regions import job_pipelined_regions
 
     job = _load_graph(file, parallelism)
     subtasks = subtasks_of(job)
@@ -353,8 +353,8 @@ def graph_inflight(
     json_path: Path | None = typer.Option(None, "--json", help="Also write the bound as JSON here."),
 ) -> None:
     """Worst-case in-flight bytes (FLIP-183) per result partition, per input gate, and in total."""
-    from model.execution import channel_counts
-    from model.inflight import NetworkConfig, job_worst_case_inflight_bytes
+    from cutcheck.model.execution import channel_counts
+    from cutcheck.model.inflight import NetworkConfig, job_worst_case_inflight_bytes
 
     network = NetworkConfig(
         buffer_bytes=buffer_bytes, record_bytes=record_bytes, exclusive=exclusive, floating=floating, output_pool=output_pool

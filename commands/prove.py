@@ -6,7 +6,7 @@ from pathlib import Path
 
 import typer
 
-from cli import app, err, out, table, user_errors, write_json
+from cutcheck.commands.common import app, err, out, table, user_errors, write_json
 
 
 @app.command()
@@ -22,7 +22,7 @@ def prove(
     traces)."""
     from rich.markup import escape  # proof names have brackets, which rich would read as markup
 
-    import proofs
+    from cutcheck import proofs
 
     with err.status("proving …"):
         results = proofs.run(names or None)

@@ -13,9 +13,9 @@ from typing import Any
 
 import typer
 
-from cli import app, err, out, show, user_errors, write_json
-from model.errors import CutcheckError
-from model.outputs import check_output_dir, check_output_file
+from cutcheck.commands.common import app, err, out, show, user_errors, write_json
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.outputs import check_output_dir, check_output_file
 
 
 def _parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
@@ -156,8 +156,8 @@ def simulate(
 
     A restore Flink would refuse (rescaling in-flight data of a pointwise, broadcast or custom edge)
     ends the run with exit 2 and the reason."""
-    from reference import Scenario
-    from reference import simulate as run
+    from cutcheck.reference import Scenario
+    from cutcheck.reference import simulate as run
 
     check_output_file(json_path, option="--json")  # every output is checked before any work
     if out_dir is not None:
@@ -186,7 +186,7 @@ def simulate(
     _print_run(result)
     rejected = []
     if trace:
-        from reference.tracing import validate_run
+        from cutcheck.reference.tracing import validate_run
 
         rejected = validate_run(result.traces)
         if scen.checkpoint.mode == "at_least_once":

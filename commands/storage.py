@@ -11,8 +11,8 @@ from typing import Any
 
 import typer
 
-from cli import app, out, table, user_errors, write_json
-from model.errors import CutcheckError
+from cutcheck.commands.common import app, out, table, user_errors, write_json
+from cutcheck.model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
 app.add_typer(storage_app, name="storage")
@@ -51,17 +51,17 @@ def _reader(name: str) -> Callable[[str], Any]:
     if name not in READERS:
         raise CutcheckError(f"--reader {name!r} is not one of {', '.join(READERS)}.")
     if name == "flink":
-        from flink_bridge.checkpoints import any_referenced_files
+        from cutcheck.flink_bridge.checkpoints import any_referenced_files
     else:
-        from flink_bridge.metadata_reader import any_referenced_files
+        from cutcheck.flink_bridge.metadata_reader import any_referenced_files
     return any_referenced_files
 
 
 def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep: list[str] | None = None,
                      min_age: float = 0.0, reader: str = "python", endpoint_url: str | None = None) -> Any:
-    from model.errors import StorageError
-    from reference.storage_inspect import inspect
-    from reference.storage_store import open_store
+    from cutcheck.model.errors import StorageError
+    from cutcheck.reference.storage_inspect import inspect
+    from cutcheck.reference.storage_store import open_store
 
     store, path = open_store(directory, endpoint_url)
     if reader == "flink" and not store.is_local:
@@ -183,9 +183,9 @@ def storage_orphans(
     than --min-age. A dry run unless --delete, which moves the orphans into
     <base>/.cutcheck-quarantine/<time>-<pid>/ with a manifest (storage restore-quarantine undoes it,
     storage purge empties it). --delete refuses while a checkpoint here is not restorable, unless --force."""
-    from model.errors import StorageError
-    from reference.storage_inspect import orphan_reason
-    from reference.storage_quarantine import parse_age, quarantine
+    from cutcheck.model.errors import StorageError
+    from cutcheck.reference.storage_inspect import orphan_reason
+    from cutcheck.reference.storage_quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
     listing = _storage_listing(directory, entropy_key, entropy_length, keep, age, reader=reader,
@@ -258,8 +258,8 @@ def storage_restore_quarantine(
     """Put a quarantined batch back where its files were. Refuses (nothing moved) when a file exists
     again at an original path, or a quarantined file no longer has the sha256 (on an object store: the
     ETag) it was moved with."""
-    from reference.storage_quarantine import restore_batch
-    from reference.storage_store import open_store
+    from cutcheck.reference.storage_quarantine import restore_batch
+    from cutcheck.reference.storage_store import open_store
 
     store, _ = open_store(base, endpoint_url)
     batch = restore_batch(base, batch_name, endpoint_url=endpoint_url)
@@ -280,8 +280,8 @@ def storage_purge(
 ) -> None:
     """Empty the quarantine of batches older than --older-than days. A dry run unless --yes: this is
     the only cutcheck command that removes checkpoint files for good."""
-    from reference.storage_quarantine import batches, purge
-    from reference.storage_store import open_store
+    from cutcheck.reference.storage_quarantine import batches, purge
+    from cutcheck.reference.storage_store import open_store
 
     store, _ = open_store(base, endpoint_url)
     every = batches(base, endpoint_url=endpoint_url)
@@ -313,8 +313,8 @@ def storage_lifecycle(
     referenced file; with --expire-days N, the referenced files such a rule deletes (S3: creation plus N days,
     rounded up to midnight UTC) and the checkpoints it breaks (exit 1 then); and objects per prefix, as stored
     and without entropy injection (S3 scales about 3,500 writes and 5,500 reads per second per prefix)."""
-    from model.errors import StorageError
-    from reference.storage_lifecycle import READS_PER_PREFIX, WRITES_PER_PREFIX, lifecycle
+    from cutcheck.model.errors import StorageError
+    from cutcheck.reference.storage_lifecycle import READS_PER_PREFIX, WRITES_PER_PREFIX, lifecycle
 
     if expire_days is not None and expire_days < 0:
         raise StorageError(f"--expire-days {expire_days} is not a number of days; give 0 or more (a lifecycle "

@@ -9,8 +9,8 @@ from typing import Any, TypeVar
 
 import typer
 
-from cli import app, err, out, show, table, user_errors, write_json
-from model.errors import CutcheckError
+from cutcheck.commands.common import app, err, out, show, table, user_errors, write_json
+from cutcheck.model.errors import CutcheckError
 
 logs_app = typer.Typer(help="Make recovery logs (synthetic, with planted faults).", no_args_is_help=True)
 app.add_typer(logs_app, name="logs")
@@ -43,8 +43,8 @@ def _interruptible() -> Iterator[None]:
 
 def _spark(fn: Callable[[], T]) -> T:
     """Run Spark work: its failures become one sentence (exit 2), Ctrl-C one line (exit 130)."""
-    from spark_validation import session
-    from spark_validation.guard import spark_guard
+    from cutcheck.spark_validation import session
+    from cutcheck.spark_validation.guard import spark_guard
 
     own_jvm = not session.jvm_started()  # started by this command: stopped by it, so its scratch goes too
     with _interruptible(), spark_guard():
@@ -75,8 +75,8 @@ def _result(report: Any, check: str) -> str:
 def _show_validation(report: Any) -> None:
     """The verdict on one line (never folded), then one row per check with the rows it examined,
     then the witnesses of each fault class with their context."""
-    from spark_validation import CHECKS
-    from spark_validation.witness import describe
+    from cutcheck.spark_validation import CHECKS
+    from cutcheck.spark_validation.witness import describe
 
     rows = [[c, _result(report, c), report.examined.get(c, 0), _sample(report, c)] for c in CHECKS]
     title = (f"validate: {report.verdict()}\n{report.records_in} records in, {report.records_out} out, "
@@ -134,7 +134,7 @@ def validate_cmd(
 
     Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input). Columns named otherwise than cutcheck's are mapped with --rid/--key/--count/--split/--offset/--subtask COL. A sequence source needs no input file: --input-range 0:N. Every fault class shows up to --sample witnesses with their context; --png draws where the faults sit.
     """
-    from model.outputs import check_output_file, mark
+    from cutcheck.model.outputs import check_output_file, mark
 
     if run_dir is None and ((input_path is None and not input_range) or output_path is None):
         raise CutcheckError("give a run directory, or --output with --input or --input-range.")
@@ -143,7 +143,7 @@ def validate_cmd(
     check_output_file(json_path, option="--json")
 
     def work() -> Any:
-        from spark_validation import validate as run_validate
+        from cutcheck.spark_validation import validate as run_validate
 
         with err.status("Spark is checking the logs (lost, duplicated, phantom, counts, order, commits)..."):
             return run_validate(run_dir, input=input_path, output=output_path, master=master,
@@ -184,7 +184,7 @@ def logs_synth(
     """
 
     def work() -> Any:
-        from spark_validation import synthesize
+        from cutcheck.spark_validation import synthesize
 
         with err.status(f"Spark is writing {records} records to {out_dir}..."):
             return synthesize(out_dir, records, keys=keys, splits=splits, dup_rate=dup_rate, loss_rate=loss_rate,

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from flink_bridge.env import INSTALL_HINT, flink_available, require_flink
-from flink_bridge.runner import FlinkRun, RunOptions
+from cutcheck.flink_bridge.env import INSTALL_HINT, flink_available, require_flink
+from cutcheck.flink_bridge.runner import FlinkRun, RunOptions
 
 __all__ = ["INSTALL_HINT", "FlinkRun", "RunOptions", "RunOutcome", "flink_available", "require_flink", "run_to_dir"]
 
@@ -46,8 +46,8 @@ def run_to_dir(graph: Any, out: str | Path, options: RunOptions | None = None, p
     ``out`` must be new, or a run directory cutcheck wrote and ``force`` given (model.outputs). It is
     written in place (see RunLogWriter) and removed on any failure or interruption, the run it
     replaces put back."""
-    from flink_bridge import runlog, runner
-    from reference.logs import RunLogWriter
+    from cutcheck.flink_bridge import runlog, runner
+    from cutcheck.reference.logs import RunLogWriter
 
     require_flink()
     options = options or RunOptions()

@@ -29,9 +29,9 @@ import os
 import re
 from typing import Any
 
-from model.errors import StorageError
-from reference.storage_inspect import CheckpointListing, inspect
-from reference.storage_meta import CheckpointRefs
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_inspect import CheckpointListing, inspect
+from cutcheck.reference.storage_meta import CheckpointRefs
 
 METADATA = "_metadata"
 MAGIC = bytes.fromhex("4960672d")  # Checkpoints.HEADER_MAGIC_NUMBER: the first 4 bytes of Flink's _metadata
@@ -140,7 +140,7 @@ def relocate(path: str, job_dir: str) -> str:
 
 def load_metadata(chk_dir: str) -> Any:
     """CheckpointMetadata (a Java object) of ``chk_dir/_metadata``, by Flink's own loader."""
-    from flink_bridge.env import gateway
+    from cutcheck.flink_bridge.env import gateway
 
     meta_path = os.path.join(chk_dir, METADATA)
     if not os.path.isfile(meta_path):
@@ -159,7 +159,7 @@ def load_metadata(chk_dir: str) -> Any:
 
 def referenced_files(directory: str) -> CheckpointRefs:
     """What one Flink checkpoint (its chk-N directory) references, by scope, as absolute paths."""
-    from flink_bridge.env import gateway
+    from cutcheck.flink_bridge.env import gateway
 
     chk_dir = os.path.abspath(directory)
     meta = load_metadata(chk_dir)
@@ -186,14 +186,14 @@ def any_referenced_files(directory: str) -> CheckpointRefs:
     """The storage CLI's reader: Flink's binary _metadata through the gateway, cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
         return referenced_files(directory)
-    from reference.storage_meta import referenced_files as cutcheck_referenced_files
+    from cutcheck.reference.storage_meta import referenced_files as cutcheck_referenced_files
 
     return cutcheck_referenced_files(directory)
 
 
 def inspect_flink(root: str | os.PathLike[str]) -> CheckpointListing:
     """reference.storage_inspect.inspect over a real Flink checkpoint directory (no entropy marker)."""
-    from flink_bridge.env import require_flink
+    from cutcheck.flink_bridge.env import require_flink
 
     require_flink()
     return inspect(root, any_referenced_files, entropy=None)

@@ -28,10 +28,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from flink_bridge.runner import RunOptions, prepare, slow_vertex
-from model.errors import CutcheckError, RestoreRefused
-from model.graph import JobGraph
-from model.partitioning import UNSUPPORTED_MESSAGE
+from cutcheck.flink_bridge.runner import RunOptions, prepare, slow_vertex
+from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.partitioning import UNSUPPORTED_MESSAGE
 
 T = TypeVar("T")
 
@@ -194,7 +194,7 @@ def engine_scenario(graph: JobGraph, opts: RunOptions, interval: int, fail_verte
 
 def engine_steps(graph: JobGraph, opts: RunOptions, slow: str) -> int:
     """How many scheduler steps the job takes on the engine without checkpoints or failures (the first guess)."""
-    from reference import Scenario, simulate
+    from cutcheck.reference import Scenario, simulate
 
     dry = RunOptions(mode="aligned")
     scenario = engine_scenario(graph, dry, 10**9, slow, slow)
@@ -203,7 +203,7 @@ def engine_steps(graph: JobGraph, opts: RunOptions, slow: str) -> int:
 
 def run_engine(graph: JobGraph, opts: RunOptions, interval: int, fail_vertex: str, slow: str) -> Side:
     """One engine run at ``interval`` steps, as a Side (refused when the engine refuses the restore as Flink would)."""
-    from reference import Scenario, simulate
+    from cutcheck.reference import Scenario, simulate
 
     try:
         result = simulate(Scenario.from_json(engine_scenario(graph, opts, interval, fail_vertex, slow)))
@@ -221,7 +221,7 @@ def run_engine(graph: JobGraph, opts: RunOptions, interval: int, fail_vertex: st
 
 def run_flink(graph: JobGraph, opts: RunOptions, out: str | Path | None, progress: Any, force: bool) -> Side:
     """The job on Flink as a Side; a restore Flink refuses (it cannot rescale the channel state) is a refused Side."""
-    from flink_bridge import run_to_dir
+    from cutcheck.flink_bridge import run_to_dir
 
     with tempfile.TemporaryDirectory(prefix="cutcheck-compare-") as tmp:
         run_dir = Path(out) if out is not None else Path(tmp) / "flink-run"

@@ -23,12 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_bridge.compare import Comparison, compare
-from flink_bridge.runner import MODES, RunOptions, prepare, slow_vertex
-from flink_bridge.translate import check_supported
-from model.errors import CutcheckError
-from model.graph import JobGraph
-from reference.generate import SeedDraw, _rescalable, choice, graph_dict
+from cutcheck.flink_bridge.compare import Comparison, compare
+from cutcheck.flink_bridge.runner import MODES, RunOptions, prepare, slow_vertex
+from cutcheck.flink_bridge.translate import check_supported
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.generate import SeedDraw, _rescalable, choice, graph_dict
 
 MAX_PARALLELISM = 3  # small: every graph starts its own MiniCluster on a shared machine
 SLOW_RECORDS = 2000  # records per subtask of the slow vertex (2 ms each on Flink: about 4 s of work)

@@ -14,11 +14,13 @@ import os
 import shutil
 import sys
 import tempfile
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
-from model.errors import EnvironmentProblem
+from cutcheck.model.errors import EnvironmentProblem
 
 INSTALL_HINT = "install the Flink extra with pip install 'cutcheck[flink]' (or pip install '.[flink]' in a checkout)"
 LOCK_NAME = "cutcheck-flink.lock"
@@ -69,11 +71,26 @@ def gateway() -> Any:
 
 
 def python_path() -> str:
-    """What the embedded (thread-mode) interpreter must import: our packages and this venv's site-packages.
+    """What the embedded (thread-mode) interpreter must import: the ``cutcheck`` package and this venv's
+    site-packages.
 
-    PyFlink's thread mode loads libpython of the base interpreter, whose sys.path lacks the venv.
+    PyFlink's thread mode loads libpython of the base interpreter, whose sys.path lacks the venv and
+    whose site-packages' ``.pth`` files are not run, so an editable install (the package is the
+    checkout, whatever its folder is called) is reached through a ``cutcheck`` link in a temporary
+    directory.
     """
-    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    package = Path(__file__).resolve().parents[1]
+    if package.name == "cutcheck":
+        root = str(package.parent)
+    else:
+        root = os.path.join(tempfile.gettempdir(), f"cutcheck-pythonpath-{os.getuid()}-{zlib.crc32(str(package).encode()):08x}")
+        link = Path(root) / "cutcheck"
+        os.makedirs(root, exist_ok=True)
+        if not (link.is_symlink() and link.resolve() == package):
+            tmp = Path(root) / f".cutcheck-{os.getpid()}"
+            tmp.unlink(missing_ok=True)
+            tmp.symlink_to(package, target_is_directory=True)
+            os.replace(tmp, link)  # atomic: a concurrent run never sees a missing link
     paths = [root] + [p for p in sys.path if p and os.path.isdir(p)]
     return os.pathsep.join(dict.fromkeys(paths))
 

@@ -21,7 +21,7 @@ from pyflink.common import Row
 from pyflink.datastream.functions import FilterFunction, KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from reference.records import SourceLayout, filter_keeps, map_value
+from cutcheck.reference.records import SourceLayout, filter_keeps, map_value
 
 
 class InjectedFailure(RuntimeError):

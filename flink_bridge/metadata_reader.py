@@ -38,9 +38,9 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from flink_bridge.metadata_stream import JavaInput
-from model.errors import StorageError
-from reference.storage_meta import CheckpointRefs
+from cutcheck.flink_bridge.metadata_stream import JavaInput
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_meta import CheckpointRefs
 
 METADATA = "_metadata"
 MAGIC = 0x4960672D
@@ -401,6 +401,6 @@ def any_referenced_files(directory: str) -> CheckpointRefs:
     """The storage CLI's reader without Java: Flink's binary _metadata here, cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
         return referenced_files(directory)
-    from reference.storage_meta import referenced_files as cutcheck_referenced_files
+    from cutcheck.reference.storage_meta import referenced_files as cutcheck_referenced_files
 
     return cutcheck_referenced_files(directory)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-from model.errors import StorageError
+from cutcheck.model.errors import StorageError
 
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

@@ -13,7 +13,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import EnvironmentProblem
+from cutcheck.model.errors import EnvironmentProblem
 
 TERMINAL = ("FINISHED", "FAILED", "CANCELED", "SUSPENDED")
 

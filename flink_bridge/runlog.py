@@ -27,12 +27,12 @@ import os
 from collections.abc import Iterator
 from typing import Any
 
-from flink_bridge.rest import FlinkCheckpoint
-from flink_bridge.runner import FlinkRun
-from model.graph import JobGraph
-from reference.logs import RunLogWriter
-from reference.oracle import ExactlyOnce, Oracle
-from reference.records import Expectations
+from cutcheck.flink_bridge.rest import FlinkCheckpoint
+from cutcheck.flink_bridge.runner import FlinkRun
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.logs import RunLogWriter
+from cutcheck.reference.oracle import ExactlyOnce, Oracle
+from cutcheck.reference.records import Expectations
 
 VERSION = "0.1.0"
 
@@ -186,7 +186,7 @@ def rebase(run: FlinkRun, tmp: str, final: str) -> None:
 
 
 def run_json(run: FlinkRun, summ: dict[str, Any]) -> dict[str, Any]:
-    from flink_bridge.runner import describe
+    from cutcheck.flink_bridge.runner import describe
 
     try:
         from pyflink.version import __version__ as flink_version

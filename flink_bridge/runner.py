@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from flink_bridge import env as flink_env
-from flink_bridge.rest import TERMINAL, JobStats, Rest
-from flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
-from model.errors import CutcheckError, GraphError
-from model.graph import JobGraph
+from cutcheck.flink_bridge import env as flink_env
+from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
+from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
+from cutcheck.model.errors import CutcheckError, GraphError
+from cutcheck.model.graph import JobGraph
 
 MODES = ("unaligned", "aligned", "aligned_timeout")
 POLL_S = 0.1

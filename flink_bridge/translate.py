@@ -21,9 +21,9 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import GraphError
-from model.graph import JobGraph
-from reference.records import source_layouts
+from cutcheck.model.errors import GraphError
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.records import source_layouts
 
 SUPPORTED_KINDS = ("source", "map", "filter", "keyed_count", "union", "sink")
 UNSUPPORTED = {
@@ -73,7 +73,7 @@ def _partition(stream: Any, partitioner: str, src: tuple[int, int], dst: tuple[i
     """``stream`` partitioned as the edge says; src/dst are (parallelism, max parallelism) of its two ends."""
     from pyflink.datastream import DataStream
 
-    from flink_bridge.functions import custom_partition, record_key
+    from cutcheck.flink_bridge.functions import custom_partition, record_key
 
     if partitioner == "forward":
         return stream.forward()
@@ -107,7 +107,7 @@ def build(env: Any, graph: JobGraph, sinks: dict[str, str], probes: ProbeSpec) -
     from pyflink.datastream.connectors.number_seq import NumberSequenceSource
     from pyflink.java_gateway import get_gateway
 
-    from flink_bridge import functions as fn
+    from cutcheck.flink_bridge import functions as fn
 
     check_supported(graph)
     rec, keyed_row = _types()

@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from model.errors import GraphError
-from model.graph import Edge, JobGraph
-from model.partitioning import connection_pattern, pointwise_wiring
-from model.partitioning import supports_unaligned as partitioner_supports_unaligned
+from cutcheck.model.errors import GraphError
+from cutcheck.model.graph import Edge, JobGraph
+from cutcheck.model.partitioning import connection_pattern, pointwise_wiring
+from cutcheck.model.partitioning import supports_unaligned as partitioner_supports_unaligned
 
 
 @dataclass(frozen=True, slots=True, order=True)

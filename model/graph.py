@@ -15,7 +15,7 @@ from typing import Any
 
 import networkx as nx
 
-from model.errors import GraphError
+from cutcheck.model.errors import GraphError
 
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 
@@ -273,7 +273,7 @@ class JobGraph:
 
     def max_parallelism(self, vid: str) -> int:
         """Effective max parallelism (number of key groups): vertex, then job, then Flink's default rule."""
-        from model.keygroups import default_max_parallelism
+        from cutcheck.model.keygroups import default_max_parallelism
 
         v = self._vertices[vid]
         if v.max_parallelism is not None:
@@ -293,7 +293,7 @@ class JobGraph:
 
     # ----------------------------------------------------------------- validation
     def _validate(self) -> None:
-        from model.partitioning import subtask_state_mapper
+        from cutcheck.model.partitioning import subtask_state_mapper
 
         for v in self._vertices.values():
             where = f"vertex '{v.id}'"

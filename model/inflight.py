@@ -27,9 +27,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from model.errors import ScenarioError
-from model.execution import ChannelCounts, ExecutionGraph, SubtaskId, channel_counts
-from model.graph import JobGraph
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ChannelCounts, ExecutionGraph, SubtaskId, channel_counts
+from cutcheck.model.graph import JobGraph
 
 __all__ = ["InflightBound", "NetworkConfig", "job_worst_case_inflight_bytes", "worst_case_inflight_bytes"]
 

@@ -25,7 +25,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from model.errors import CutcheckError
+from cutcheck.model.errors import CutcheckError
 
 RUN_JSON = "run.json"
 WRITTEN_BY = "cutcheck"

@@ -20,8 +20,8 @@ from enum import Enum
 from types import MappingProxyType
 from typing import ClassVar, Literal
 
-from model.errors import RestoreRefused
-from model.keygroups import (
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
     _java_hash_u32,  # package-private: the hash selector skips the signed round trip per record
     key_group_range,

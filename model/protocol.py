@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 from typing import Protocol as TypingProtocol
 
-from model.errors import CutcheckError
+from cutcheck.model.errors import CutcheckError
 
 # Where a checkpoint's barrier is on this channel.
 NONE, OUT, PRIO, INQ, AT_D = 0, 1, 2, 3, 4

@@ -30,10 +30,10 @@ from collections.abc import Collection, Iterator, Mapping, Sequence
 
 import networkx as nx
 
-from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId, subtasks_of
-from model.graph import Edge, JobGraph
-from model.partitioning import connection_pattern, pointwise_wiring
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ExecutionGraph, SubtaskId, subtasks_of
+from cutcheck.model.graph import Edge, JobGraph
+from cutcheck.model.partitioning import connection_pattern, pointwise_wiring
 
 Partition = tuple[SubtaskId, int]
 Region = frozenset[SubtaskId]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from model.protocol import AT_D, INQ, Protocol, can_task_snapshot
-from model.trace import PY, ChannelChecker, Rejection, TraceVerdict
+from cutcheck.model.protocol import AT_D, INQ, Protocol, can_task_snapshot
+from cutcheck.model.trace import PY, ChannelChecker, Rejection, TraceVerdict
 
 _D_SIDE = frozenset({"process", "priority_arrival", "barrier_processed", "snapshot_down"})
 

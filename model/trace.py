@@ -23,9 +23,9 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
-from model.errors import CutcheckError
-from model.invariants import cut_holds
-from model.protocol import (
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.invariants import cut_holds
+from cutcheck.model.protocol import (
     BY_EVENT,
     SLOT_EVENTS,
     Action,

@@ -1,5 +1,5 @@
 """Z3 proofs of the model's rules; ``run(names=None)`` runs them (see ``proofs.registry``)."""
 
-from proofs.registry import REGISTRY, ProofResult, names, run
+from cutcheck.proofs.registry import REGISTRY, ProofResult, names, run
 
 __all__ = ["REGISTRY", "ProofResult", "names", "run"]

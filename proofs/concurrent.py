@@ -25,10 +25,10 @@ from typing import Any
 
 import z3
 
-from model.protocol import ACTIONS, Action, ChannelState, Last, Params, Protocol, Slot, do_complete
-from proofs.cut import cut_result, is_slot_action, slots_of
-from proofs.registry import ProofResult, register
-from proofs.z3ops import Z3Ops, symbolic_params, symbolic_state
+from cutcheck.model.protocol import ACTIONS, Action, ChannelState, Last, Params, Protocol, Slot, do_complete
+from cutcheck.proofs.cut import cut_result, is_slot_action, slots_of
+from cutcheck.proofs.registry import ProofResult, register
+from cutcheck.proofs.z3ops import Z3Ops, symbolic_params, symbolic_state
 
 FRAME_SLOTS = 3
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import z3
 
-from model.invariants import cut_holds
-from model.protocol import (
+from cutcheck.model.invariants import cut_holds
+from cutcheck.model.protocol import (
     AT_D,
     INQ,
     NONE,
@@ -32,9 +32,9 @@ from model.protocol import (
     Slot,
     fresh_slot,
 )
-from proofs.registry import ProofResult, register
-from proofs.search import find_trace, render, z3_confirms
-from proofs.z3ops import Z3Ops, start_state, symbolic_params, symbolic_state
+from cutcheck.proofs.registry import ProofResult, register
+from cutcheck.proofs.search import find_trace, render, z3_confirms
+from cutcheck.proofs.z3ops import Z3Ops, start_state, symbolic_params, symbolic_state
 
 Named = list[tuple[str, Any]]
 Split = list[tuple[Any, tuple[Any, ...]]]  # variables to case-split on, with their values

@@ -32,8 +32,8 @@ from typing import Any
 
 import z3
 
-from model.inflight import NetworkConfig
-from proofs.registry import ProofResult, register
+from cutcheck.model.inflight import NetworkConfig
+from cutcheck.proofs.registry import ProofResult, register
 
 # (held, pool) -> may the sender take another buffer?
 PoolGuard = Callable[[Any, Any], Any]

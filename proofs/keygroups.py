@@ -14,10 +14,10 @@ from typing import Any
 
 import z3
 
-from model.keygroups import key_group_range, operator_index
-from model.partitioning import RANGE, ROUND_ROBIN
-from proofs.arith import PY, Z3Arith, prove, show
-from proofs.registry import ProofResult, register
+from cutcheck.model.keygroups import key_group_range, operator_index
+from cutcheck.model.partitioning import RANGE, ROUND_ROBIN
+from cutcheck.proofs.arith import PY, Z3Arith, prove, show
+from cutcheck.proofs.registry import ProofResult, register
 
 UPPER = 1 << 15  # Flink's upper bound of max parallelism; the RANGE mapper computes with it
 Rule = Callable[..., Any]

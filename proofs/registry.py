@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, replace
 
-from model.errors import CutcheckError
+from cutcheck.model.errors import CutcheckError
 
 STATUSES = ("proved", "counterexample", "unknown")
 METHODS = {  # method -> how it reads in a label
@@ -98,7 +98,7 @@ class Proof:
 
 
 REGISTRY: dict[str, Proof] = {}
-_MODULES = ("proofs.cut", "proofs.concurrent", "proofs.replay", "proofs.keygroups", "proofs.rescale", "proofs.inflight")
+_MODULES = tuple(f"cutcheck.proofs.{m}" for m in ("cut", "concurrent", "replay", "keygroups", "rescale", "inflight"))
 
 
 def register(

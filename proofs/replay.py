@@ -35,10 +35,10 @@ from typing import Any
 
 import z3
 
-from model.protocol import Action, ChannelState, Params, Protocol
-from proofs.cut import _check, invariant, is_slot_action, slot_split
-from proofs.registry import ProofResult, register
-from proofs.z3ops import SEQ, Z3Ops, as_list, start_state, symbolic_params, symbolic_state
+from cutcheck.model.protocol import Action, ChannelState, Params, Protocol
+from cutcheck.proofs.cut import _check, invariant, is_slot_action, slot_split
+from cutcheck.proofs.registry import ProofResult, register
+from cutcheck.proofs.z3ops import SEQ, Z3Ops, as_list, start_state, symbolic_params, symbolic_state
 
 RestoreEffect = Callable[[Protocol, Z3Ops, ChannelState, Params], ChannelState]
 DETERMINISTIC = (

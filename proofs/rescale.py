@@ -22,9 +22,9 @@ from typing import Any
 
 import z3
 
-from proofs.arith import Z3Arith, prove, show
-from proofs.keygroups import FLINK_KG, FLINK_MAPPERS, UPPER, refuted
-from proofs.registry import ProofResult, register
+from cutcheck.proofs.arith import Z3Arith, prove, show
+from cutcheck.proofs.keygroups import FLINK_KG, FLINK_MAPPERS, UPPER, refuted
+from cutcheck.proofs.registry import ProofResult, register
 
 Accept = Callable[[Any, Any, Any, Any], Any]  # (received, ambiguous, owner_new, j) -> accepted
 Deliver = Callable[[Any, Any, Any], tuple[Any, Any]]  # (out array, length, index) -> (out, length)

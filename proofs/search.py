@@ -14,10 +14,10 @@ from typing import Any
 
 import z3
 
-from model.invariants import cut_holds
-from model.protocol import ChannelState, Params, Protocol, fresh_slot, initial_state
-from model.trace import ChannelChecker
-from proofs.z3ops import Z3Ops
+from cutcheck.model.invariants import cut_holds
+from cutcheck.model.protocol import ChannelState, Params, Protocol, fresh_slot, initial_state
+from cutcheck.model.trace import ChannelChecker
+from cutcheck.proofs.z3ops import Z3Ops
 
 Event = tuple[Any, ...]
 COUNT_WORDS = ("emit", "transmit", "process")

@@ -13,7 +13,7 @@ from typing import Any
 
 import z3
 
-from model.protocol import ChannelState, Last, Params, Slot, fresh_slot, initial_state
+from cutcheck.model.protocol import ChannelState, Last, Params, Slot, fresh_slot, initial_state
 
 SEQ = z3.SeqSort(z3.IntSort())
 

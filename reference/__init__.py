@@ -3,7 +3,7 @@
 ``simulate(scenario, out_dir=None, seed=None)`` runs a scenario and returns a ``RunResult``.
 """
 
-from reference.scenario import Scenario
-from reference.simulate import RunResult, replay_command, simulate
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.simulate import RunResult, replay_command, simulate
 
 __all__ = ["RunResult", "Scenario", "replay_command", "simulate"]

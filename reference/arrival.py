@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
-from reference.network import Barrier, Buf, EndOfChannelState, EndOfPartition, OutputSubpartition
+from cutcheck.reference.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
+from cutcheck.reference.network import Barrier, Buf, EndOfChannelState, EndOfPartition, OutputSubpartition
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 
 def deliver_head(engine: Engine, sp: OutputSubpartition) -> None:

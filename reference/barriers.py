@@ -16,10 +16,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reference.network import Barrier, InputChannel
+from cutcheck.reference.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
-    from reference.tasks import Task
+    from cutcheck.reference.tasks import Task
 
 
 class HandlerState:

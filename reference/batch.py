@@ -28,14 +28,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId
-from model.regions import failover_regions, pipelined_regions
-from reference.engine import Engine
-from reference.network import Buf, OutputSubpartition
-from reference.shuffle import BlockingReader, BlockingWriter, ResultPartitionID
-from reference.shuffle_service import ShuffleService
-from reference.tasks import Task
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.regions import failover_regions, pipelined_regions
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.network import Buf, OutputSubpartition
+from cutcheck.reference.shuffle import BlockingReader, BlockingWriter, ResultPartitionID
+from cutcheck.reference.shuffle_service import ShuffleService
+from cutcheck.reference.tasks import Task
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
 STRATEGIES = ("region", "full")

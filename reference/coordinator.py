@@ -5,14 +5,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from model.execution import SubtaskId
-from reference.failure_manager import CheckpointFailureManager
-from reference.scenario import SavepointTrigger
-from reference.storage import CheckpointStorage, CompletedCheckpoint
-from reference.tasks import TaskSnapshot
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.failure_manager import CheckpointFailureManager
+from cutcheck.reference.scenario import SavepointTrigger
+from cutcheck.reference.storage import CheckpointStorage, CompletedCheckpoint
+from cutcheck.reference.tasks import TaskSnapshot
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 
 @dataclass(slots=True)

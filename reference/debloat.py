@@ -21,11 +21,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from model.errors import ScenarioError
+from cutcheck.model.errors import ScenarioError
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
-    from reference.network import InputGate
+    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.network import InputGate
 
 MILLIS_IN_SECOND = 1000
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1

@@ -11,24 +11,24 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from model.execution import ExecutionGraph
-from model.graph import JobGraph
-from reference.arrival import deliver_head
-from reference.coordinator import Coordinator
-from reference.debloat import Debloating, current_buffer_size
-from reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
-from reference.mutations import Mutants
-from reference.network import Barrier, Buf, OutputSubpartition
-from reference.operators import InvariantViolation
-from reference.oracle import Oracle
-from reference.records import Expectations
-from reference.scenario import Scenario
-from reference.scheduler import Chooser, ScriptedChooser, SeededChooser
-from reference.sinks import TransactionStore
-from reference.snapshots import convert_timed_out_barrier, snapshot_task
-from reference.storage import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
-from reference.tasks import Task, any_current
-from reference.wiring import build_runtime
+from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.arrival import deliver_head
+from cutcheck.reference.coordinator import Coordinator
+from cutcheck.reference.debloat import Debloating, current_buffer_size
+from cutcheck.reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
+from cutcheck.reference.mutations import Mutants
+from cutcheck.reference.network import Barrier, Buf, OutputSubpartition
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.oracle import Oracle
+from cutcheck.reference.records import Expectations
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.scheduler import Chooser, ScriptedChooser, SeededChooser
+from cutcheck.reference.sinks import TransactionStore
+from cutcheck.reference.snapshots import convert_timed_out_barrier, snapshot_task
+from cutcheck.reference.storage import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.tasks import Task, any_current
+from cutcheck.reference.wiring import build_runtime
 
 
 class Engine:
@@ -76,7 +76,7 @@ class Engine:
         self.buffer_size_at_trigger: dict[int, int] = {}
         self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
-            from reference.storage_run import start_from
+            from cutcheck.reference.storage_run import start_from
 
             start_from(self, restore)
         self._build(restore)
@@ -89,7 +89,7 @@ class Engine:
         self.edge_unaligned = {e.key: self.exec_graph.edge_supports_unaligned(e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
         if restored is not None:
-            from reference.recovery import restore_state
+            from cutcheck.reference.recovery import restore_state
 
             report = restore_state(self, restored)
             self.restore_reports.append(report)
@@ -335,7 +335,7 @@ class Engine:
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")
         if self.tracing:
-            from reference.tracing import on_complete
+            from cutcheck.reference.tracing import on_complete
 
             on_complete(self, done)
         for t in self.tasks.values():
@@ -351,7 +351,7 @@ class Engine:
     def on_abort(self, cp: int) -> None:
         self.event("abort", f"checkpoint {cp}")
         if self.tracing:
-            from reference.tracing import on_abort
+            from cutcheck.reference.tracing import on_abort
 
             on_abort(self, cp)
         for t in self.tasks.values():
@@ -436,7 +436,7 @@ class Engine:
     # ------------------------------------------------------------------ failures
     def fail(self, target: str, failure_index: int | None = None) -> None:
         """Region failover (the default) or global failover, from the latest completed checkpoint."""
-        from reference.region_failover import failover
+        from cutcheck.reference.region_failover import failover
 
         failover(self, target, failure_index)
 

@@ -18,12 +18,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from model.execution import SubtaskId
-from reference.records import RID, filter_keeps
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.records import RID, filter_keeps
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
-    from reference.storage import CompletedCheckpoint
+    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.storage import CompletedCheckpoint
 
 Counts = list[int]  # per rid (dense over all sources): copies
 

@@ -19,12 +19,12 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from model.errors import CutcheckError, RestoreRefused
-from reference.generate import scenario_dict, scenario_from_seed
-from reference.mutations import MUTANTS
-from reference.scenario import Scenario
-from reference.scheduler import RecordingChooser
-from reference.simulate import simulate
+from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.reference.generate import scenario_dict, scenario_from_seed
+from cutcheck.reference.mutations import MUTANTS
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.scheduler import RecordingChooser
+from cutcheck.reference.simulate import simulate
 
 # How each mutant is hunted: generator settings that make its faulty rule matter.
 KILL_SETTINGS: dict[str, dict[str, Any]] = {

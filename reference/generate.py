@@ -12,8 +12,8 @@ import random
 from collections.abc import Sequence
 from typing import Any, Protocol, TypeVar
 
-from model.execution import ExecutionGraph
-from model.graph import JobGraph
+from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.graph import JobGraph
 
 T = TypeVar("T")
 

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model.graph import JobGraph
-from model.invariants import cut_holds
-from reference.operators import InvariantViolation
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.invariants import cut_holds
+from cutcheck.reference.operators import InvariantViolation
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
-    from reference.storage import CompletedCheckpoint
+    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.storage import CompletedCheckpoint
 
 
 def _ranges(bufs: list) -> list[tuple[int, int]]:

@@ -20,10 +20,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from model.errors import CutcheckError
-from model.logschema import DATASETS
-from model.outputs import check_output_dir, mark, replace_dir, staging_dir
-from reference.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.logschema import DATASETS
+from cutcheck.model.outputs import check_output_dir, mark, replace_dir, staging_dir
+from cutcheck.reference.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
 
 BATCH_ROWS = 65_536
 _TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}

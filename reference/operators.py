@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
-from model.keygroups import assign_to_key_group, key_group_range
-from reference.records import COUNT, COUNTER, KEY, OFFSET, RID, SPLIT, VALUE, filter_keeps, map_value
+from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.reference.records import COUNT, COUNTER, KEY, OFFSET, RID, SPLIT, VALUE, filter_keeps, map_value
 
 if TYPE_CHECKING:
-    from reference.network import InputChannel
-    from reference.tasks import Task
+    from cutcheck.reference.network import InputChannel
+    from cutcheck.reference.tasks import Task
 
 
 class InvariantViolation(Exception):
@@ -223,8 +223,8 @@ class BroadcastStateOperator(KeyedOperator):
 
 
 def make_operator(task: Task) -> Operator:
-    from reference.sinks import SinkOperator
-    from reference.sources import SourceOperator
+    from cutcheck.reference.sinks import SinkOperator
+    from cutcheck.reference.sources import SourceOperator
 
     kind = task.vertex.kind
     if kind == "source":

@@ -15,8 +15,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.graph import JobGraph
-from reference.records import Expectations, filter_keeps
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.records import Expectations, filter_keeps
 
 
 @dataclass(slots=True)

@@ -15,9 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.errors import CutcheckError
-from model.protocol import INQ, PROTOCOL_MUTANTS
-from model.trace import ChannelChecker, Runs
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.protocol import INQ, PROTOCOL_MUTANTS
+from cutcheck.model.trace import ChannelChecker, Runs
 
 WINDOW_STEPS = 420  # beyond this many steps (or MAX_BUFFERS arrows) a person cannot follow a barrier
 MAX_BUFFERS = 400
@@ -284,7 +284,7 @@ def _replay(run: dict[str, Any], rows: list[dict[str, Any]], max_channels: int) 
 
 def _lanes(run: dict[str, Any], channels: list[_Replay]) -> list[Lane]:
     graph = run.get("scenario", {}).get("graph", {})
-    from model.graph import JobGraph
+    from cutcheck.model.graph import JobGraph
 
     job = JobGraph.from_json(graph)
     seen: dict[str, int] = {v.id: v.parallelism for v in job.vertices}

@@ -6,9 +6,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from model.errors import CutcheckError
-from model.outputs import WRITTEN_BY, check_output_file
-from reference.picture import (
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.outputs import WRITTEN_BY, check_output_file
+from cutcheck.reference.picture import (
     DATA,
     FAILURE,
     PERSISTED,

@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from model.graph import JobGraph
+from cutcheck.model.graph import JobGraph
 
 RID, KEY, VALUE, SPLIT, OFFSET, COUNT, COUNTER = range(7)
 Record = tuple[int, int, int, int, int, int, int]

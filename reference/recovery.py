@@ -12,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
-from model.execution import SubtaskId
-from reference.network import END_OF_CHANNEL_STATE, Buf
-from reference.storage import CompletedCheckpoint
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.network import END_OF_CHANNEL_STATE, Buf
+from cutcheck.reference.storage import CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 
 def global_failover(engine: Engine, target: str, failure_index: int | None) -> None:
@@ -48,13 +48,13 @@ def global_failover(engine: Engine, target: str, failure_index: int | None) -> N
             # starts with empty channels, so recording simply begins again.
             engine.trace_suspended = engine.trace_suspended or (rescaled and latest is not None)
         else:
-            from reference.tracing import on_restore
+            from cutcheck.reference.tracing import on_restore
 
             on_restore(engine, latest.cp)
     if latest is None:
         engine._build(None, new_parallelism)
         if rescaled:
-            from reference.fanout import after_restore
+            from cutcheck.reference.fanout import after_restore
 
             after_restore(engine, None)  # broadcast copies follow the new parallelism from the start
         engine.event("restart", "no completed checkpoint: from the beginning")
@@ -68,7 +68,7 @@ def restore_state(engine: Engine, done: CompletedCheckpoint, only: Collection[Su
     """Give every new subtask its operator state and every new channel its in-flight data; with
     ``only`` (region failover), only those subtasks and the channels into them."""
     if done.parallelism != engine.parallelism:
-        from reference.rescale import rescaled_assignment
+        from cutcheck.reference.rescale import rescaled_assignment
 
         operator_states, channel_states, report = rescaled_assignment(engine, done)
     else:

@@ -20,11 +20,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model.execution import SubtaskId
-from model.regions import failover_set, pipelined_regions
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.regions import failover_set, pipelined_regions
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 STRATEGIES = ("region", "full")
 
@@ -35,7 +35,7 @@ def strategy(engine: Engine) -> str:
 
 def failover(engine: Engine, target: str, failure_index: int | None) -> None:
     """Restart the failed task's region, or the whole job where Flink would."""
-    from reference.recovery import global_failover
+    from cutcheck.reference.recovery import global_failover
 
     restart = _region_to_restart(engine, target, failure_index)
     if restart is None:
@@ -53,7 +53,7 @@ def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -
     if latest is not None and latest.parallelism != engine.parallelism:
         return None  # the latest checkpoint predates a rescale: its state must be redistributed job-wide
     if target.startswith("worker:"):
-        from reference.shuffle_service import ShuffleService
+        from cutcheck.reference.shuffle_service import ShuffleService
 
         service = ShuffleService(engine, engine.scenario.workers or max(engine.exec_graph.parallelism.values()))
         failed = [sid for sid in engine.tasks if service.worker_of(sid) == int(target[7:])]
@@ -67,8 +67,8 @@ def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -
 
 
 def region_failover(engine: Engine, target: str, restart: frozenset[SubtaskId]) -> None:
-    from reference.recovery import restore_state
-    from reference.shuffle_service import ShuffleService
+    from cutcheck.reference.recovery import restore_state
+    from cutcheck.reference.shuffle_service import ShuffleService
 
     names = ", ".join(str(s) for s in sorted(restart, key=str))
     engine.event("failure", target)

@@ -21,25 +21,25 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model.errors import RestoreRefused
-from model.execution import SubtaskId
-from model.keygroups import operator_index
-from model.partitioning import (
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.keygroups import operator_index
+from cutcheck.model.partitioning import (
     ambiguous_old_subtasks,
     assign_channel_state,
     invert_mapping,
     make_selector,
     subtask_state_mapper,
 )
-from reference.invariant_checks import order_checked_edges
-from reference.network import Buf
-from reference.records import KEY
-from reference.rescale_refusal import refuse_if_flink_would
+from cutcheck.reference.invariant_checks import order_checked_edges
+from cutcheck.reference.network import Buf
+from cutcheck.reference.records import KEY
+from cutcheck.reference.rescale_refusal import refuse_if_flink_would
 
 if TYPE_CHECKING:
-    from model.graph import Edge
-    from reference.engine import Engine
-    from reference.storage import CompletedCheckpoint
+    from cutcheck.model.graph import Edge
+    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.storage import CompletedCheckpoint
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index), as TaskSnapshot keys
 ChannelState = tuple[list[Buf], list[Buf]]  # (recovered input, recovered output) of one new channel
@@ -310,7 +310,7 @@ def _lose_order_after_merge(engine: Engine, merged: set[str]) -> list[int]:
 def rescaled_assignment(engine: Engine, done: CompletedCheckpoint
                         ) -> tuple[dict[SubtaskId, dict[str, Any]], dict[ChannelKey, ChannelState], dict[str, Any]]:
     """Operator state per new subtask, channel state per new channel, and the restore report."""
-    from reference.fanout import after_restore
+    from cutcheck.reference.fanout import after_restore
 
     channel_states, reports, merged = assign_channel_states(engine, done)  # refuses before anything changes
     operator_states = assign_operator_state(engine, done)

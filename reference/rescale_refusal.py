@@ -26,12 +26,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.errors import RestoreRefused
-from model.partitioning import UNSUPPORTED, subtask_state_mapper
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.partitioning import UNSUPPORTED, subtask_state_mapper
 
 if TYPE_CHECKING:
-    from model.graph import Edge, JobGraph
-    from reference.storage import CompletedCheckpoint
+    from cutcheck.model.graph import Edge, JobGraph
+    from cutcheck.reference.storage import CompletedCheckpoint
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,11 +15,11 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from model.errors import GraphError, ScenarioError
-from model.graph import JobGraph
-from model.inflight import NetworkConfig
-from reference.mutations import MUTANTS
-from reference.scenario_limits import check_budgets, check_channels, check_targets
+from cutcheck.model.errors import GraphError, ScenarioError
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.inflight import NetworkConfig
+from cutcheck.reference.mutations import MUTANTS
+from cutcheck.reference.scenario_limits import check_budgets, check_channels, check_targets
 
 MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
 POLICIES = ("uniform", "backpressure")
@@ -201,12 +201,12 @@ class Scenario:
         extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch", "failover_strategy") if k in data}
         if extra.get("failover_strategy", "region") not in ("region", "full"):  # jobmanager.execution.failover-strategy
             raise ScenarioError(f"{where}: 'failover_strategy' must be \"region\" or \"full\", got {extra['failover_strategy']!r}.")
-        from reference.batch import BatchConfig
-        from reference.debloat import DebloatConfig
+        from cutcheck.reference.batch import BatchConfig
+        from cutcheck.reference.debloat import DebloatConfig
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
         BatchConfig.from_json(extra.get("batch"), where)
-        from reference.storage_config import restore_section, validate
+        from cutcheck.reference.storage_config import restore_section, validate
 
         validate(extra.get("storage"), where)  # the storage and restore sections, read when the run opens storage
         restore_section(extra.get("restore"), where)

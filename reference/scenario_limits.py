@@ -9,12 +9,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from model.errors import ScenarioError
-from model.execution import MAX_CHANNELS, channel_count
-from model.graph import JobGraph
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import MAX_CHANNELS, channel_count
+from cutcheck.model.graph import JobGraph
 
 if TYPE_CHECKING:
-    from reference.scenario import Failure, Rescale
+    from cutcheck.reference.scenario import Failure, Rescale
 
 MAX_RECORDS = 100_000_000  # source records over all sources
 MAX_SPLITS = 1_000_000

@@ -36,9 +36,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
-from model.execution import Channel, SubtaskId
-from model.partitioning import make_selector
-from reference.network import (
+from cutcheck.model.execution import Channel, SubtaskId
+from cutcheck.model.partitioning import make_selector
+from cutcheck.reference.network import (
     END_OF_PARTITION,
     Buf,
     EndOfPartition,
@@ -47,10 +47,10 @@ from reference.network import (
     OutputSubpartition,
     ResultPartition,
 )
-from reference.tasks import Task
+from cutcheck.reference.tasks import Task
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 EXCHANGES = ("pipelined", "blocking")
 

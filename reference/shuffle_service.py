@@ -8,9 +8,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from model.execution import Channel, SubtaskId
-from reference.network import InputChannel, OutputSubpartition
-from reference.shuffle import (
+from cutcheck.model.execution import Channel, SubtaskId
+from cutcheck.reference.network import InputChannel, OutputSubpartition
+from cutcheck.reference.shuffle import (
     BlockingReader,
     BlockingShuffleEnvironment,
     BlockingShuffleMaster,
@@ -23,10 +23,10 @@ from reference.shuffle import (
     ShuffleDescriptor,
     ShuffleMaster,
 )
-from reference.tasks import Task
+from cutcheck.reference.tasks import Task
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 
 @dataclass(slots=True)
@@ -138,7 +138,7 @@ def _running_channel(running: dict[SubtaskId, Task], c: Channel) -> InputChannel
 def _connect(engine: Engine, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
     sp.channel, ch.sender = ch, sp
     if engine.tracing:
-        from reference.tracing import new_trace
+        from cutcheck.reference.tracing import new_trace
 
         sp.trace = new_trace(engine, (c.edge, c.producer.index, c.consumer.index), c.gate)
 

@@ -16,14 +16,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from model.errors import ScenarioError
-from model.outputs import check_output_dir
-from reference.batch import BatchEngine, make_engine
-from reference.logs import RunLogWriter
-from reference.operators import InvariantViolation
-from reference.oracle import ExactlyOnce
-from reference.scenario import Scenario, check_budgets
-from reference.scheduler import Chooser
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.outputs import check_output_dir
+from cutcheck.reference.batch import BatchEngine, make_engine
+from cutcheck.reference.logs import RunLogWriter
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.oracle import ExactlyOnce
+from cutcheck.reference.scenario import Scenario, check_budgets
+from cutcheck.reference.scheduler import Chooser
 
 VERSION = "0.1.0"
 PROGRESS_EVERY = 20_000  # chosen actions between two progress reports
@@ -133,7 +133,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
         raise ScenarioError(f"max_steps must be at least 1, got {max_steps}.")
     restored = None
     if storage is None:
-        from reference.storage_run import open_storage
+        from cutcheck.reference.storage_run import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None
@@ -193,7 +193,7 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
         logs.write_input(engine.expect, engine.oracle.expected_copies)
         scen_json = scenario.to_json()
         if engine.tracing:
-            from reference.tracing import write_traces
+            from cutcheck.reference.tracing import write_traces
 
             write_traces(logs.tmp / "trace.jsonl", result.traces)
         (logs.tmp / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference.operators import InvariantViolation, Operator
+from cutcheck.reference.operators import InvariantViolation, Operator
 
 if TYPE_CHECKING:
-    from reference.network import InputChannel
-    from reference.tasks import Task
+    from cutcheck.reference.network import InputChannel
+    from cutcheck.reference.tasks import Task
 
 FINAL = -1  # committables of the end of input, bound to the next checkpoint this subtask takes part in
 

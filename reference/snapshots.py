@@ -10,11 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from reference.network import Barrier, Buf, EndOfPartition, InputChannel
-from reference.tasks import TaskSnapshot
+from cutcheck.reference.network import Barrier, Buf, EndOfPartition, InputChannel
+from cutcheck.reference.tasks import TaskSnapshot
 
 if TYPE_CHECKING:
-    from reference.tasks import Task
+    from cutcheck.reference.tasks import Task
 
 
 def _slice_from(buf: Buf, pos: int, cut: int | None) -> Buf | None:

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from reference.operators import Operator
-from reference.records import mix64
+from cutcheck.reference.operators import Operator
+from cutcheck.reference.records import mix64
 
 if TYPE_CHECKING:
-    from reference.tasks import Task
+    from cutcheck.reference.tasks import Task
 
 
 class SourceOperator(Operator):

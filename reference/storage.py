@@ -9,8 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from model.execution import SubtaskId
-from reference.tasks import TaskSnapshot
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.tasks import TaskSnapshot
 
 
 @dataclass(slots=True)

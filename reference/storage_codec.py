@@ -18,8 +18,8 @@ import contextlib
 import json
 from typing import Any
 
-from model.errors import StorageError
-from reference.network import Buf
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.network import Buf
 
 KEYED_MAPS = ("counts", "order")  # keyed state per key group (reference.operators.KeyedOperator)
 ChannelKey = tuple[int, int, int]

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from model.errors import ScenarioError
+from cutcheck.model.errors import ScenarioError
 
 RESTORE_MODES = ("claim", "no_claim")
 DEFAULT_INLINE_THRESHOLD = 20 * 1024  # state.storage.fs.memory-threshold

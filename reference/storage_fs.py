@@ -36,15 +36,22 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import StorageError
-from model.execution import SubtaskId
-from reference.mutations import Mutants
-from reference.operators import InvariantViolation
-from reference.shared_registry import SharedStateRegistry
-from reference.storage import CompletedCheckpoint
-from reference.storage_codec import dumps, encode, encode_channels, encode_counters, is_keyed, split_keyed
-from reference.storage_config import StorageConfig
-from reference.storage_files import (
+from cutcheck.model.errors import StorageError
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.mutations import Mutants
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.shared_registry import SharedStateRegistry
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_codec import (
+    dumps,
+    encode,
+    encode_channels,
+    encode_counters,
+    is_keyed,
+    split_keyed,
+)
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_files import (
     CHK_PREFIX,
     METADATA,
     SAVEPOINT_PREFIX,
@@ -54,8 +61,13 @@ from reference.storage_files import (
     remove_marker,
     sha256,
 )
-from reference.storage_meta import MissingStateFile, load_checkpoint, metadata_bytes, referenced_files
-from reference.tasks import TaskSnapshot
+from cutcheck.reference.storage_meta import (
+    MissingStateFile,
+    load_checkpoint,
+    metadata_bytes,
+    referenced_files,
+)
+from cutcheck.reference.tasks import TaskSnapshot
 
 
 def registry_key(vertex: str, kg: int, digest: str) -> str:

@@ -69,8 +69,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from model.errors import StorageError
-from reference.storage_files import (
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_files import (
     CHK_PREFIX,
     METADATA,
     METADATA_TMP,
@@ -79,9 +79,16 @@ from reference.storage_files import (
     TASKOWNED_DIR,
     remove_marker,
 )
-from reference.storage_meta import SCOPES, CheckpointRefs, referenced_files
-from reference.storage_scope import context_metadata, inside, keep_metadata, locate, require_metadata, reroot
-from reference.storage_store import LOCAL, FileInfo, Store, open_store, within
+from cutcheck.reference.storage_meta import SCOPES, CheckpointRefs, referenced_files
+from cutcheck.reference.storage_scope import (
+    context_metadata,
+    inside,
+    keep_metadata,
+    locate,
+    require_metadata,
+    reroot,
+)
+from cutcheck.reference.storage_store import LOCAL, FileInfo, Store, open_store, within
 
 Reader = Callable[[str], CheckpointRefs]
 
@@ -213,13 +220,13 @@ def _store_reader(store: Store, reader: Reader) -> Reader:
         if data is None:
             raise StorageError(f"{store.uri(directory)}: no {METADATA} object; give a chk-N of a completed checkpoint.")
         if data[:4] == bytes.fromhex("4960672d"):
-            from flink_bridge.metadata_reader import decode, refs_of
+            from cutcheck.flink_bridge.metadata_reader import decode, refs_of
 
             refs = refs_of(decode(data, store.uri(path)), store.uri(directory), len(data))
             refs.files = {sc: sorted({store.internal(p) for p in ps}) for sc, ps in refs.files.items()}
             refs.path = directory
             return refs
-        from reference.storage_meta import refs_from_bytes
+        from cutcheck.reference.storage_meta import refs_from_bytes
 
         return refs_from_bytes(data, directory, store.uri(path))
 
@@ -357,7 +364,7 @@ def orphan_reason(listing: CheckpointListing, path: str) -> str:
 def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[str]:
     """Move the listing's orphans (never a referenced file) into a quarantine batch under the base
     (reference.storage_quarantine); return what moved. Nothing is ever removed outright."""
-    from reference.storage_quarantine import quarantine
+    from cutcheck.reference.storage_quarantine import quarantine
 
     batch = quarantine(listing, {f: orphan_reason(listing, f) for f in listing.orphans}, min_age=min_age)
     return [m.original for m in batch.files]

@@ -29,8 +29,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from reference.storage_files import SHARED_DIR
-from reference.storage_inspect import CheckpointListing
+from cutcheck.reference.storage_files import SHARED_DIR
+from cutcheck.reference.storage_inspect import CheckpointListing
 
 DAY = 86400.0
 WRITES_PER_PREFIX = 3500  # S3: PUT/COPY/POST/DELETE per second per partitioned prefix

@@ -29,12 +29,12 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from model.errors import StorageError
-from model.execution import SubtaskId
-from reference.storage import CompletedCheckpoint
-from reference.storage_codec import decode, decode_channels, decode_counters, join_keyed, loads
-from reference.storage_files import METADATA, read_bytes, resolve, sha256
-from reference.tasks import TaskSnapshot
+from cutcheck.model.errors import StorageError
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_codec import decode, decode_channels, decode_counters, join_keyed, loads
+from cutcheck.reference.storage_files import METADATA, read_bytes, resolve, sha256
+from cutcheck.reference.tasks import TaskSnapshot
 
 FORMAT = "cutcheck-checkpoint/1"
 SCOPES = ("exclusive", "shared", "taskowned")

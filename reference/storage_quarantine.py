@@ -30,11 +30,11 @@ import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from model.errors import StorageError
-from reference.storage_files import METADATA
-from reference.storage_inspect import CheckpointListing
-from reference.storage_scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
-from reference.storage_store import Store, local_form, open_store
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_files import METADATA
+from cutcheck.reference.storage_inspect import CheckpointListing
+from cutcheck.reference.storage_scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
+from cutcheck.reference.storage_store import Store, local_form, open_store
 
 MANIFEST = "manifest.json"
 FILES = "files"
@@ -132,7 +132,7 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
         raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
                            f"any file, so no file is moved. Remove or fix it first.")
     if not listing.store.is_local:
-        from reference import storage_quarantine_store
+        from cutcheck.reference import storage_quarantine_store
 
         return storage_quarantine_store.quarantine(listing, reasons, min_age=min_age, now=now)
     keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
@@ -232,7 +232,7 @@ def _remote(base: str, endpoint_url: str | None) -> tuple[Store, str] | None:
 def batches(base: str, endpoint_url: str | None = None) -> list[Batch]:
     remote = _remote(base, endpoint_url)
     if remote:
-        from reference import storage_quarantine_store
+        from cutcheck.reference import storage_quarantine_store
 
         return storage_quarantine_store.batches(*remote)
     base = local_form(base) or base
@@ -261,7 +261,7 @@ def restore_batch(base: str, name: str | None = None, endpoint_url: str | None =
     """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
     remote = _remote(base, endpoint_url)
     if remote:
-        from reference import storage_quarantine_store
+        from cutcheck.reference import storage_quarantine_store
 
         return storage_quarantine_store.restore_batch(*remote, name)
     base = local_form(base) or base
@@ -304,7 +304,7 @@ def purge(base: str, older_than_days: float, *, yes: bool, now: float | None = N
     """The batches older than ``older_than_days``; removed for good only with ``yes``."""
     remote = _remote(base, endpoint_url)
     if remote:
-        from reference import storage_quarantine_store
+        from cutcheck.reference import storage_quarantine_store
 
         return storage_quarantine_store.purge(*remote, older_than_days, yes=yes, now=now)
     base = local_form(base) or base

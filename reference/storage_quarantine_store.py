@@ -21,14 +21,14 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
-from model.errors import StorageError
-from reference.storage_files import METADATA
-from reference.storage_scope import QUARANTINE_DIR
-from reference.storage_store import FileInfo, Store, within
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_files import METADATA
+from cutcheck.reference.storage_scope import QUARANTINE_DIR
+from cutcheck.reference.storage_store import FileInfo, Store, within
 
 if TYPE_CHECKING:
-    from reference.storage_inspect import CheckpointListing
-    from reference.storage_quarantine import Batch
+    from cutcheck.reference.storage_inspect import CheckpointListing
+    from cutcheck.reference.storage_quarantine import Batch
 
 THREADS = 16
 T = TypeVar("T")
@@ -43,7 +43,7 @@ def _parallel(fn: Callable[[T], R], items: list[T]) -> list[R]:
 
 
 def _write_manifest(store: Store, batch: Batch) -> None:
-    from reference.storage_quarantine import MANIFEST
+    from cutcheck.reference.storage_quarantine import MANIFEST
 
     store.write(os.path.join(batch.path, MANIFEST), (json.dumps(batch.to_json(), indent=1, sort_keys=True) + "\n").encode())
 
@@ -62,7 +62,7 @@ def _new_batch_path(store: Store, base: str, started: float) -> str:
 def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: float = 0.0,
                now: float | None = None) -> Batch:
     """storage_quarantine.quarantine on an object store (the listing's store)."""
-    from reference.storage_quarantine import FILES, Batch, Moved, _anchor
+    from cutcheck.reference.storage_quarantine import FILES, Batch, Moved, _anchor
 
     store = listing.store
     keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
@@ -107,7 +107,7 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
 
 
 def batches(store: Store, base: str) -> list[Batch]:
-    from reference.storage_quarantine import MANIFEST, load_batch_json
+    from cutcheck.reference.storage_quarantine import MANIFEST, load_batch_json
 
     root = base if os.path.basename(base) == QUARANTINE_DIR else os.path.join(base, QUARANTINE_DIR)
     names = store.listdir(root)
@@ -124,7 +124,7 @@ def batches(store: Store, base: str) -> list[Batch]:
 
 def restore_batch(store: Store, base: str, name: str | None = None) -> Batch:
     """storage_quarantine.restore_batch on an object store: copy back, check, delete the stored copies."""
-    from reference.storage_quarantine import FILES, MANIFEST, pick_batch
+    from cutcheck.reference.storage_quarantine import FILES, MANIFEST, pick_batch
 
     batch = pick_batch(batches(store, base), store.uri(base), name)
     stored_infos = {i.path: i for i in store.files(os.path.join(batch.path, FILES))}

@@ -16,17 +16,17 @@ from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.errors import ScenarioError, StorageError
-from model.graph import JobGraph
-from reference.mutations import Mutants
-from reference.records import COUNT, COUNTER, KEY, RID, filter_keeps
-from reference.storage import CompletedCheckpoint
-from reference.storage_config import RESTORE_MODES, StorageConfig, restore_section
-from reference.storage_fs import FsCheckpointStorage, load_restore_target
+from cutcheck.model.errors import ScenarioError, StorageError
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.mutations import Mutants
+from cutcheck.reference.records import COUNT, COUNTER, KEY, RID, filter_keeps
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_config import RESTORE_MODES, StorageConfig, restore_section
+from cutcheck.reference.storage_fs import FsCheckpointStorage, load_restore_target
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
-    from reference.scenario import Scenario
+    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.scenario import Scenario
 
 
 def open_storage(scenario: Scenario, *, checkpoint_dir: str | Path | None = None, restore: str | Path | None = None,

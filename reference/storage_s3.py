@@ -18,8 +18,8 @@ import posixpath
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from model.errors import StorageError
-from reference.storage_store import QUARANTINE_DIR, S3_SCHEMES, FileInfo, split_uri, within
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_store import QUARANTINE_DIR, S3_SCHEMES, FileInfo, split_uri, within
 
 DELETE_BATCH = 1000  # S3 DeleteObjects takes at most 1000 keys
 T = TypeVar("T")

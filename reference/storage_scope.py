@@ -21,9 +21,9 @@ import os
 import re
 from dataclasses import dataclass
 
-from model.errors import StorageError
-from reference.storage_files import CHK_PREFIX, METADATA, SAVEPOINT_PREFIX, SHARED_DIR, TASKOWNED_DIR
-from reference.storage_store import LOCAL, QUARANTINE_DIR, Store
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_files import CHK_PREFIX, METADATA, SAVEPOINT_PREFIX, SHARED_DIR, TASKOWNED_DIR
+from cutcheck.reference.storage_store import LOCAL, QUARANTINE_DIR, Store
 
 __all__ = ["QUARANTINE_DIR", "Target", "context_metadata", "inside", "keep_metadata", "locate", "reroot",
            "require_metadata", "walk"]

@@ -25,7 +25,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from model.errors import StorageError
+from cutcheck.model.errors import StorageError
 
 QUARANTINE_DIR = ".cutcheck-quarantine"
 S3_SCHEMES = ("s3", "s3a", "s3n", "s3p")
@@ -304,7 +304,7 @@ def open_store(text: str, endpoint_url: str | None = None) -> tuple[Store, str]:
         raise StorageError(f"{text}: not a path or URI cutcheck can open; give a local path, file:/…, or scheme://bucket/prefix.")
     scheme, authority, _ = parts
     if scheme in S3_SCHEMES:
-        from reference.storage_s3 import S3Store
+        from cutcheck.reference.storage_s3 import S3Store
 
         store: Store = S3Store(endpoint_url)
         if not authority:

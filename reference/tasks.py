@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from model.execution import SubtaskId
-from reference.barriers import HandlerState, WaitingForFirstBarrier
-from reference.network import (
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.barriers import HandlerState, WaitingForFirstBarrier
+from cutcheck.reference.network import (
     END_OF_PARTITION,
     Barrier,
     Buf,
@@ -23,11 +23,11 @@ from reference.network import (
     OutputSubpartition,
     ResultPartition,
 )
-from reference.operators import make_operator
-from reference.records import KEY
+from cutcheck.reference.operators import make_operator
+from cutcheck.reference.records import KEY
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
@@ -232,7 +232,7 @@ class Task:
             # Our inputs ended before the barriers of a pending checkpoint reached us (the upstream
             # snapshotted after its end of partition): every input record is processed, so the
             # snapshot is taken now, and its barriers go out ahead of our own end of partition.
-            from reference.snapshots import snapshot_task
+            from cutcheck.reference.snapshots import snapshot_task
 
             for cp, pending in sorted(self.engine.coordinator.pending.items()):
                 if cp > self.last_cp and cp not in self.snapshots:
@@ -319,7 +319,7 @@ class Task:
 
     def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
                       first: InputChannel | None = None) -> None:
-        from reference.snapshots import snapshot_task
+        from cutcheck.reference.snapshots import snapshot_task
 
         snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
@@ -115,7 +115,7 @@ def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None
 
 
 def _sid(engine: Engine, vertex: str, index: int) -> Any:
-    from model.execution import SubtaskId
+    from cutcheck.model.execution import SubtaskId
 
     return SubtaskId(vertex, index)
 
@@ -131,7 +131,7 @@ class TraceFinding:
 
 def validate_run(traces: list[dict[ChannelKey, ChannelTrace]], mutant: str | None = None) -> list[TraceFinding]:
     """Replay every channel trace of a run through the protocol; return the rejections."""
-    from model.trace import ChannelChecker
+    from cutcheck.model.trace import ChannelChecker
 
     findings: list[TraceFinding] = []
     for book in traces:

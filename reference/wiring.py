@@ -9,18 +9,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from model.execution import SubtaskId
-from reference.network import OutputSubpartition
-from reference.tasks import Task
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.network import OutputSubpartition
+from cutcheck.reference.tasks import Task
 
 if TYPE_CHECKING:
-    from reference.engine import Engine
+    from cutcheck.reference.engine import Engine
 
 
 def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle_service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
-    from reference.shuffle_service import ShuffleService
+    from cutcheck.reference.shuffle_service import ShuffleService
 
     workers = engine.scenario.workers or max(engine.exec_graph.parallelism.values())
     dep = ShuffleService(engine, workers).deploy(engine.exec_graph.subtasks)

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from pyspark.sql import Column, DataFrame, Observation, Window
 from pyspark.sql import functions as F
 
-from model import logschema
+from cutcheck.model import logschema
 
 from .report import CHECKS
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from model.errors import LogDataError
+from cutcheck.model.errors import LogDataError
 
 # schema column -> the option that maps a user's column onto it
 OPTIONS: dict[str, str] = {

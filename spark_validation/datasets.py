@@ -31,8 +31,8 @@ from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.types import IntegralType, StringType, StructField, StructType
 
-from model import logschema
-from model.errors import LogDataError
+from cutcheck.model import logschema
+from cutcheck.model.errors import LogDataError
 
 from .columns import SHADOWED, rename, source_name
 from .location import committed, is_remote, local_path, stage

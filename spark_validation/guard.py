@@ -14,7 +14,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-from model.errors import CutcheckError, EnvironmentProblem, LogDataError
+from cutcheck.model.errors import CutcheckError, EnvironmentProblem, LogDataError
 
 from . import session
 

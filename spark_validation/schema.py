@@ -6,7 +6,7 @@ from collections.abc import Iterable
 
 from pyspark.sql.types import DataType, IntegerType, LongType, StringType, StructField, StructType
 
-from model import logschema
+from cutcheck.model import logschema
 
 _TYPES: dict[str, DataType] = {"int64": LongType(), "int32": IntegerType(), "string": StringType()}
 

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from model.errors import EnvironmentProblem
+from cutcheck.model.errors import EnvironmentProblem
 
 if TYPE_CHECKING:  # pyspark is imported lazily: finding Java must not need it
     from pyspark.sql import SparkSession

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from model.errors import LogDataError
+from cutcheck.model.errors import LogDataError
 
 from .columns import rename, source_name
 from .datasets import Dataset, _open_text, json_head

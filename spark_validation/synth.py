@@ -39,8 +39,8 @@ from pathlib import Path
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
-from model import outputs
-from model.errors import CutcheckError
+from cutcheck.model import outputs
+from cutcheck.model.errors import CutcheckError
 
 from . import session
 from .schema import column_types

@@ -20,7 +20,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from model.errors import LogDataError
+from cutcheck.model.errors import LogDataError
 
 from . import columns as colmap
 from .report import CHECKS, Report

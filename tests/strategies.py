@@ -18,8 +18,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from model.execution import ExecutionGraph
-from model.graph import JobGraph
+from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.graph import JobGraph
 
 MAX_PARALLELISM = 8
 

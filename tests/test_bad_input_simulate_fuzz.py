@@ -1,7 +1,7 @@
 """Bad input to simulate, fuzz and verify: exit 2, one sentence naming the field, no traceback, and
 no file that existed before is changed (issue 14, items 2 and 3).
 
-Every case runs the real console entry (``python cli.py ...``) in a prepared directory whose every
+Every case runs the real console entry (``python -m cutcheck ...``) in a prepared directory whose every
 file is hashed before and after.
 """
 
@@ -32,7 +32,7 @@ def tree_hashes(root: Path) -> dict[str, str]:
 
 
 def cutcheck(args: list[str], cwd: Path, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], cwd=cwd, capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cutcheck", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout)
 
 
@@ -146,9 +146,9 @@ def test_a_job_beyond_the_channel_budget_is_refused_before_any_channel_exists(
         work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The budget is a per-edge formula: the refusal never expands the job into its 25 million
     channels (how fast that is, is measured by benchmarks/bench_graph.py, not asserted here)."""
-    from model import execution
-    from reference import Scenario
-    from reference.scenario import ScenarioError
+    from cutcheck.model import execution
+    from cutcheck.reference import Scenario
+    from cutcheck.reference.scenario import ScenarioError
 
     def expanded(*args: Any, **kwargs: Any) -> None:
         raise AssertionError("the job was expanded into channels before it was refused")

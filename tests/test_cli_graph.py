@@ -14,11 +14,11 @@ from hypothesis import given
 from strategies import job_graph_dicts
 from typer.testing import CliRunner
 
-from cli import app
-from model.execution import MAX_CHANNELS, ExecutionGraph
-from model.graph import JobGraph
-from model.inflight import NetworkConfig, worst_case_inflight_bytes
-from model.regions import pipelined_regions
+from cutcheck.cli import app
+from cutcheck.model.execution import MAX_CHANNELS, ExecutionGraph
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.inflight import NetworkConfig, worst_case_inflight_bytes
+from cutcheck.model.regions import pipelined_regions
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -95,7 +95,7 @@ def test_bad_file_is_one_sentence_exit_2(bad_files: dict[str, Path], case: str, 
 def test_bad_file_in_a_real_process(bad_files: dict[str, Path]) -> None:
     bad = bad_files["not json"]
     proc = subprocess.run(
-        [sys.executable, "cli.py", "graph", "validate", str(bad)],
+        [sys.executable, "-m", "cutcheck", "graph", "validate", str(bad)],
         cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
     )
     assert proc.returncode == 2
@@ -108,7 +108,7 @@ def test_bad_file_in_a_real_process(bad_files: dict[str, Path]) -> None:
 
 def test_python_cli_py_matches_the_app() -> None:
     proc = subprocess.run(
-        [sys.executable, "cli.py", "graph", "show", KEYED],
+        [sys.executable, "-m", "cutcheck", "graph", "show", KEYED],
         cwd=ROOT, capture_output=True, text=True, timeout=120, stdin=subprocess.DEVNULL,
         env={**os.environ, "COLUMNS": "200"},
     )
@@ -116,7 +116,7 @@ def test_python_cli_py_matches_the_app() -> None:
     assert proc.stdout == run("show", KEYED).stdout
     assert "hash" in proc.stdout and "ALL_TO_ALL" in proc.stdout
     usage = subprocess.run(
-        [sys.executable, "cli.py", "graph", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120,
+        [sys.executable, "-m", "cutcheck", "graph", "--help"], cwd=ROOT, capture_output=True, text=True, timeout=120,
         stdin=subprocess.DEVNULL,
     )
     assert usage.returncode == 0 and "Usage: cutcheck graph" in usage.stdout
@@ -340,8 +340,8 @@ def test_inflight_rows_merge_only_above_the_limit(tmp_path: Path) -> None:
 
 
 def test_subtask_list_elides_long_runs() -> None:
-    from commands.graph import _subtask_list
-    from model.execution import SubtaskId
+    from cutcheck.commands.graph import _subtask_list
+    from cutcheck.model.execution import SubtaskId
 
     assert _subtask_list([SubtaskId("m", i) for i in (0, 1, 3, 5, 6)]) == "m[0-1,3,5-6]"
     text = _subtask_list([SubtaskId("m", i) for i in range(0, 100, 2)] + [SubtaskId("k", 0)])

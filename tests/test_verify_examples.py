@@ -1,49 +1,47 @@
-"""Where verify finds its example scenarios: the working directory's, the repository's, else the copy
-`pip install` puts under <prefix>/share/cutcheck, so verify runs from any directory."""
+"""The distribution is one import package, ``cutcheck``, whose example graphs and scenarios are package
+data: verify finds them from any directory, installed or editable."""
 
 from __future__ import annotations
 
-import shutil
+import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from commands.fuzz import _example_scenarios
-from model.errors import CutcheckError
+from cutcheck.commands.fuzz import _example_scenarios
+from cutcheck.model.errors import CutcheckError
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def test_the_installed_copy_is_found_from_any_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import commands.fuzz as fuzz_module
-
-    prefix = tmp_path / "prefix"
-    shutil.copytree(ROOT / "examples", prefix / "share" / "cutcheck" / "examples")
-    elsewhere = tmp_path / "elsewhere"
-    elsewhere.mkdir()
-    monkeypatch.chdir(elsewhere)
-    monkeypatch.setattr(sys, "prefix", str(prefix))
-    monkeypatch.setattr(fuzz_module, "__file__", str(tmp_path / "site-packages" / "commands" / "fuzz.py"))
+def test_the_packaged_examples_are_found_from_any_directory(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    (tmp_path / "examples" / "scenarios").mkdir(parents=True)  # a user's own folder of that name is not ours
+    (tmp_path / "examples" / "scenarios" / "theirs.json").write_text("{}")
+    monkeypatch.chdir(tmp_path)
     found = _example_scenarios(None)
     assert [p.name for p in found] == sorted(p.name for p in (ROOT / "examples" / "scenarios").glob("*.json"))
-    assert all(p.is_relative_to(prefix) for p in found)
+    assert all(not p.is_relative_to(tmp_path) for p in found)
+    for p in found:  # each scenario's graph ships beside it
+        assert (p.parent / "../keyed-pipeline.json").resolve().is_file()
 
 
-def test_none_found_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import commands.fuzz as fuzz_module
-
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(sys, "prefix", str(tmp_path / "empty-prefix"))
-    monkeypatch.setattr(fuzz_module, "__file__", str(tmp_path / "site-packages" / "commands" / "fuzz.py"))
+def test_an_empty_examples_directory_is_one_sentence(tmp_path: Path) -> None:
     with pytest.raises(CutcheckError, match="no example scenarios"):
-        _example_scenarios(None)
+        _example_scenarios(tmp_path)
 
 
-def test_the_distribution_installs_the_examples() -> None:
-    import tomllib
-
-    data_files = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["data-files"]
-    listed = {Path(p).name for patterns in data_files.values() for pattern in patterns for p in ROOT.glob(pattern)}
-    assert {p.name for p in (ROOT / "examples" / "scenarios").glob("*.json")} <= listed
-    assert "keyed-pipeline.json" in listed  # the scenarios' graph, at ../ from them
+@pytest.mark.slow
+def test_the_wheel_holds_one_import_package_with_its_examples(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path),
+                    str(ROOT)], check=True, capture_output=True, timeout=600)
+    (wheel,) = tmp_path.glob("cutcheck-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"cutcheck"}, top
+    assert "cutcheck/cli.py" in names and "cutcheck/__main__.py" in names
+    assert {f"cutcheck/examples/scenarios/{p.name}" for p in (ROOT / "examples" / "scenarios").glob("*.json")} <= set(names)
+    assert not [n for n in names if "/tests/" in n or "/benchmarks/" in n or n.endswith(".pyc")]
+    entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
+    assert "cutcheck = cutcheck.cli:main" in entry

@@ -58,7 +58,7 @@ def scenarios() -> dict[str, dict[str, Any]]:
 
 
 def fingerprint(raw: dict[str, Any]) -> str:
-    from reference import simulate
+    from cutcheck.reference import simulate
 
     with tempfile.TemporaryDirectory() as tmp:
         result = simulate(raw, Path(tmp) / "run")

@@ -16,8 +16,8 @@ import pytest
 def spark_for_flink() -> Iterator[Any]:
     """A small local Spark session for `cutcheck validate` on Flink's logs (the CLI reuses the running one)."""
     pytest.importorskip("pyspark")
-    from model.errors import EnvironmentProblem
-    from spark_validation.session import active_session, build_session, find_java
+    from cutcheck.model.errors import EnvironmentProblem
+    from cutcheck.spark_validation.session import active_session, build_session, find_java
 
     try:
         find_java()

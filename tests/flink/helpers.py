@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from flink_bridge.env import flink_available
+from cutcheck.flink_bridge.env import flink_available
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples"
@@ -33,7 +33,7 @@ def restore_each(graph: Path, checkpoints: list[str], scratch: Path, opts: Calla
     A restore succeeded when Flink reports the job restored from that checkpoint and it finished.
     (FileSink resumes the in-progress part files the checkpoint names, in the sink directory of the
     run that wrote it: restores from older checkpoints change that run's output, not its checkpoints.)"""
-    from flink_bridge import runner
+    from cutcheck.flink_bridge import runner
 
     ids = []
     for n, path in enumerate(checkpoints):

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 
 pytestmark = FLINK_MARKS

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli import app
-from model.graph import JobGraph
+from cutcheck.cli import app
+from cutcheck.model.graph import JobGraph
 from tests.flink.helpers import FLINK_MARKS
 
 pytestmark = FLINK_MARKS

@@ -24,13 +24,13 @@ from unittest import mock
 
 import pytest
 
-from flink_bridge import RunOptions, runner
-from flink_bridge import env as flink_env
-from flink_bridge import metadata_reader as pure
-from flink_bridge.checkpoints import load_metadata
-from flink_bridge.checkpoints import referenced_files as flink_loader_refs
-from model.errors import StorageError
-from reference.storage_meta import CheckpointRefs
+from cutcheck.flink_bridge import RunOptions, runner
+from cutcheck.flink_bridge import env as flink_env
+from cutcheck.flink_bridge import metadata_reader as pure
+from cutcheck.flink_bridge.checkpoints import load_metadata
+from cutcheck.flink_bridge.checkpoints import referenced_files as flink_loader_refs
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage_meta import CheckpointRefs
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 from tests.flink.test_flink_run import flink_run  # noqa: F401  (the rescale run, built once per session)
 

@@ -11,14 +11,14 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-import flink_bridge
-from cli import app
-from flink_bridge import env as flink_env
-from flink_bridge.checkpoints import MAGIC, is_flink_checkpoint_dir, relocate
-from flink_bridge.runlog import committed_files
-from flink_bridge.translate import check_supported
-from model.errors import GraphError
-from model.graph import JobGraph
+from cutcheck import flink_bridge
+from cutcheck.cli import app
+from cutcheck.flink_bridge import env as flink_env
+from cutcheck.flink_bridge.checkpoints import MAGIC, is_flink_checkpoint_dir, relocate
+from cutcheck.flink_bridge.runlog import committed_files
+from cutcheck.flink_bridge.translate import check_supported
+from cutcheck.model.errors import GraphError
+from cutcheck.model.graph import JobGraph
 from tests.flink.helpers import EXAMPLES
 
 
@@ -127,14 +127,14 @@ def test_flink_metadata_is_detected_by_its_magic(tmp_path: Path) -> None:
 # --- flink compare's calibration and flink conform's graph filter (no Flink needed) ---------------------------
 
 def test_within_is_symmetric_and_twenty_percent() -> None:
-    from flink_bridge.compare import within
+    from cutcheck.flink_bridge.compare import within
 
     assert within(8, 10) and within(10, 8) and within(0, 0) and within(12, 10)
     assert not within(7, 10) and not within(10, 13) and not within(0, 3)
 
 
 def test_next_interval_scales_and_bisects_a_bracket() -> None:
-    from flink_bridge.compare import MIN_INTERVAL, next_interval
+    from cutcheck.flink_bridge.compare import MIN_INTERVAL, next_interval
 
     assert next_interval(50, 20, 10, {50: 20}) == 100  # twice the checkpoints wanted: twice the interval
     assert next_interval(100, 5, 10, {100: 5}) == 50
@@ -145,7 +145,7 @@ def test_next_interval_scales_and_bisects_a_bracket() -> None:
 
 
 def test_calibrate_reaches_the_target_on_a_non_proportional_count() -> None:
-    from flink_bridge.compare import calibrate, within
+    from cutcheck.flink_bridge.compare import calibrate, within
 
     def count(interval: int) -> int:  # checkpoints fall faster than 1/interval, as a job lengthens with them
         return int(3000 / interval ** 1.3)
@@ -156,7 +156,7 @@ def test_calibrate_reaches_the_target_on_a_non_proportional_count() -> None:
 
 
 def test_calibrate_returns_the_closest_run_when_it_cannot_match() -> None:
-    from flink_bridge.compare import calibrate
+    from cutcheck.flink_bridge.compare import calibrate
 
     def count(interval: int) -> int:  # a cliff: 30 checkpoints below 15 steps, 2 from there on
         return 30 if interval < 15 else 2
@@ -168,8 +168,8 @@ def test_calibrate_returns_the_closest_run_when_it_cannot_match() -> None:
 
 def test_engine_calibration_on_keyed_pipeline_with_a_failure_and_a_rescale() -> None:
     """The engine's real run (checkpoints, failure, rescale) is what is calibrated, not a dry run."""
-    from flink_bridge.compare import calibrate, engine_steps, run_engine, within
-    from flink_bridge.runner import RunOptions, prepare, slow_vertex
+    from cutcheck.flink_bridge.compare import calibrate, engine_steps, run_engine, within
+    from cutcheck.flink_bridge.runner import RunOptions, prepare, slow_vertex
 
     opts = RunOptions(mode="unaligned", fail_after=2, rescale={"count": 3}, records=1000)
     graph, _ = prepare(EXAMPLES / "keyed-pipeline.json", opts)
@@ -182,9 +182,9 @@ def test_engine_calibration_on_keyed_pipeline_with_a_failure_and_a_rescale() -> 
 
 
 def test_conform_draws_only_graphs_flink_runs_deterministically() -> None:
-    from flink_bridge.conform import MAX_PARALLELISM, cases, draw_case
-    from flink_bridge.runner import prepare
-    from reference.generate import _rescalable
+    from cutcheck.flink_bridge.conform import MAX_PARALLELISM, cases, draw_case
+    from cutcheck.flink_bridge.runner import prepare
+    from cutcheck.reference.generate import _rescalable
 
     drawn = list(cases(0, 6))
     assert [c.seed for c in drawn] == [c.seed for c in cases(0, 6)], "deterministic by seed"
@@ -206,7 +206,7 @@ def test_conform_draws_only_graphs_flink_runs_deterministically() -> None:
 
 
 def test_conform_replay_is_a_compare_command(tmp_path: Path) -> None:
-    from flink_bridge.conform import draw_case
+    from cutcheck.flink_bridge.conform import draw_case
 
     case = next(c for c in map(draw_case, range(50)) if c is not None and c.opts.rescale)
     replay = case.replay(tmp_path / "g.json")
@@ -215,7 +215,7 @@ def test_conform_replay_is_a_compare_command(tmp_path: Path) -> None:
 
 
 def _fake_compare(verdicts: tuple[str, str]) -> Any:
-    from flink_bridge.compare import Comparison, Side
+    from cutcheck.flink_bridge.compare import Comparison, Side
 
     def side(name: str, verdict: str) -> Side:
         s = Side(name, "steps" if name == "engine" else "ms", 5, 0, 1, {"ok": verdict == "holds", "lost": 1,
@@ -234,7 +234,7 @@ def _fake_compare(verdicts: tuple[str, str]) -> Any:
                                                 (("holds", "refused"), 1), (("violated", "holds"), 1)])
 def test_conform_cli_exit_codes_and_replay(verdicts: tuple[str, str], code: int, monkeypatch: pytest.MonkeyPatch,
                                            tmp_path: Path) -> None:
-    import flink_bridge.conform as conform_mod
+    import cutcheck.flink_bridge.conform as conform_mod
 
     monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
     monkeypatch.setattr(conform_mod, "compare", _fake_compare(verdicts))
@@ -263,7 +263,7 @@ def test_conform_bad_input_exits_2(args: list[str], monkeypatch: pytest.MonkeyPa
 
 
 def test_compare_table_marks_what_is_comparable(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
-    import flink_bridge.compare as compare_mod
+    import cutcheck.flink_bridge.compare as compare_mod
 
     monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
     monkeypatch.setattr(compare_mod, "compare", _fake_compare(("holds", "holds")))

@@ -12,7 +12,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 
 pytestmark = FLINK_MARKS

@@ -19,11 +19,11 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from cli import app
-from flink_bridge import RunOptions, runlog, runner
-from flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
-from model.errors import CutcheckError
-from reference.storage_scope import QUARANTINE_DIR
+from cutcheck.cli import app
+from cutcheck.flink_bridge import RunOptions, runlog, runner
+from cutcheck.flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
+from cutcheck.model.errors import CutcheckError
+from cutcheck.reference.storage_scope import QUARANTINE_DIR
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS, restore_each, tree
 
 pytestmark = FLINK_MARKS

@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from flink_bridge.env import Cluster
-from flink_bridge.runner import RunOptions, environment, job_config, prepare
-from flink_bridge.translate import ProbeSpec, build, sink_dirs
-from model.errors import GraphError
+from cutcheck.flink_bridge.env import Cluster
+from cutcheck.flink_bridge.runner import RunOptions, environment, job_config, prepare
+from cutcheck.flink_bridge.translate import ProbeSpec, build, sink_dirs
+from cutcheck.model.errors import GraphError
 from tests.flink.helpers import FLINK_MARKS
 
 pytestmark = FLINK_MARKS

@@ -16,7 +16,7 @@ from typing import Any
 
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 from tests.flink.helpers import FLINK_MARKS
 from tests.flink.test_flink_run import RECORDS, flink_run  # noqa: F401  (the shared run)
 

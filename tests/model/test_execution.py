@@ -10,9 +10,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import job_graphs
 
-from model.errors import GraphError
-from model.execution import ExecutionGraph, SubtaskId
-from model.graph import JobGraph
+from cutcheck.model.errors import GraphError
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.graph import JobGraph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 POINTWISE = {"forward", "rescale"}

@@ -13,8 +13,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import job_graph_dicts, job_graphs
 
-from model.errors import GraphError
-from model.graph import JobGraph
+from cutcheck.model.errors import GraphError
+from cutcheck.model.graph import JobGraph
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

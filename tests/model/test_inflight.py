@@ -10,10 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import job_graphs
 
-from model.errors import ScenarioError
-from model.execution import ExecutionGraph
-from model.graph import JobGraph
-from model.inflight import InflightBound, NetworkConfig, worst_case_inflight_bytes
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.inflight import InflightBound, NetworkConfig, worst_case_inflight_bytes
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

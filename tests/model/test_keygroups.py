@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.keygroups import (
+from cutcheck.model.keygroups import (
     KeyGroupRange,
     assign_key_to_parallel_operator,
     assign_to_key_group,

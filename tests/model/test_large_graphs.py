@@ -16,8 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import job_graphs
 
-from model.errors import GraphError
-from model.execution import (
+from cutcheck.model.errors import GraphError
+from cutcheck.model.execution import (
     MAX_CHANNELS,
     Channel,
     ExecutionGraph,
@@ -28,10 +28,10 @@ from model.execution import (
     edge_channels,
     subtasks_of,
 )
-from model.graph import Edge, JobGraph
-from model.inflight import NetworkConfig, job_worst_case_inflight_bytes, worst_case_inflight_bytes
-from model.partitioning import connection_pattern, pointwise_wiring
-from model.regions import job_pipelined_regions, pipelined_regions
+from cutcheck.model.graph import Edge, JobGraph
+from cutcheck.model.inflight import NetworkConfig, job_worst_case_inflight_bytes, worst_case_inflight_bytes
+from cutcheck.model.partitioning import connection_pattern, pointwise_wiring
+from cutcheck.model.regions import job_pipelined_regions, pipelined_regions
 
 Wiring = tuple[list[Channel], dict[tuple[SubtaskId, int], list[Channel]], dict[tuple[SubtaskId, int], list[Channel]]]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from model.outputs import (
+from cutcheck.model.outputs import (
     OutputRefused,
     check_output_dir,
     check_output_file,
@@ -126,7 +126,7 @@ def test_replace_dir_replaces_only_a_cutcheck_run_with_force(tmp_path: Path) -> 
 
 
 def test_in_place_writer_removes_its_run_and_puts_back_the_one_it_replaced(tmp_path: Path) -> None:
-    from reference.logs import RunLogWriter
+    from cutcheck.reference.logs import RunLogWriter
 
     old = _run_dir(tmp_path / "run")
     writer = RunLogWriter(old, force=True, in_place=True)

@@ -8,14 +8,14 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.errors import RestoreRefused
-from model.keygroups import (
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.keygroups import (
     KeyGroupRange,
     assign_to_key_group,
     key_group_range,
     operator_index,
 )
-from model.partitioning import (
+from cutcheck.model.partitioning import (
     ARBITRARY,
     FIRST,
     FULL,
@@ -66,7 +66,7 @@ def test_partitioner_table(name: str) -> None:
 
 
 def test_partitioner_names_match_the_graph_model() -> None:
-    from model.graph import PARTITIONERS as GRAPH_PARTITIONERS
+    from cutcheck.model.graph import PARTITIONERS as GRAPH_PARTITIONERS
 
     assert tuple(PARTITIONERS) == ALL == GRAPH_PARTITIONERS
 

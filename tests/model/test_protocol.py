@@ -9,11 +9,11 @@ import pytest
 from hypothesis import Phase, find, given, settings
 from hypothesis import strategies as st
 
-from model.errors import CutcheckError
-from model.invariants import cut_holds
-from model.protocol import MODES, PROTOCOL_MUTANTS
-from model.tasktrace import TaskChecker, check_task_trace
-from model.trace import EMPTY, ChannelChecker, PyOps, Runs, check_channel_trace, observation
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.invariants import cut_holds
+from cutcheck.model.protocol import MODES, PROTOCOL_MUTANTS
+from cutcheck.model.tasktrace import TaskChecker, check_task_trace
+from cutcheck.model.trace import EMPTY, ChannelChecker, PyOps, Runs, check_channel_trace, observation
 
 # ------------------------------------------------------------------------------------- basics
 

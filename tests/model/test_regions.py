@@ -9,10 +9,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from strategies import job_graphs
 
-from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId
-from model.graph import JobGraph
-from model.regions import Partition, failover_regions, failover_set, pipelined_regions, region_of
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.regions import Partition, failover_regions, failover_set, pipelined_regions, region_of
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 

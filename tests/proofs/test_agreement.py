@@ -12,9 +12,9 @@ import z3
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.protocol import MODES, ChannelState, Last, Params, Slot, fresh_slot, initial_state
-from model.trace import ChannelChecker, Runs
-from proofs.z3ops import SEQ, Z3Ops
+from cutcheck.model.protocol import MODES, ChannelState, Last, Params, Slot, fresh_slot, initial_state
+from cutcheck.model.trace import ChannelChecker, Runs
+from cutcheck.proofs.z3ops import SEQ, Z3Ops
 
 
 def z3_value(v: Any) -> Any:

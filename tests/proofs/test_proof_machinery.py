@@ -15,11 +15,11 @@ import z3
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.protocol import ACTIONS, OUT, Protocol, can_send_buffer, do_process
-from model.trace import ChannelChecker, Runs
-from proofs import concurrent, cut, replay
-from proofs.search import find_trace, z3_confirms
-from proofs.z3ops import SEQ, Z3Ops
+from cutcheck.model.protocol import ACTIONS, OUT, Protocol, can_send_buffer, do_process
+from cutcheck.model.trace import ChannelChecker, Runs
+from cutcheck.proofs import concurrent, cut, replay
+from cutcheck.proofs.search import find_trace, z3_confirms
+from cutcheck.proofs.z3ops import SEQ, Z3Ops
 
 
 # ----------------------------------------------------------------------- several checkpoints

@@ -8,11 +8,11 @@ from dataclasses import replace
 import pytest
 import z3
 
-import proofs
-from model.errors import CutcheckError
-from model.protocol import ACTIONS, Protocol
-from proofs import cut, inflight, keygroups, replay, rescale
-from proofs.registry import REGISTRY, ProofResult
+from cutcheck import proofs
+from cutcheck.model.errors import CutcheckError
+from cutcheck.model.protocol import ACTIONS, Protocol
+from cutcheck.proofs import cut, inflight, keygroups, replay, rescale
+from cutcheck.proofs.registry import REGISTRY, ProofResult
 
 
 @pytest.fixture(scope="module")
@@ -176,8 +176,8 @@ def test_rescale_routing_fails_without_the_filter_or_with_reordering() -> None:
 
 def test_the_range_mapper_finding_is_real() -> None:
     """The Z3 counterexample for a job max parallelism that is not a power of two, checked concretely."""
-    from model.keygroups import key_group_range
-    from model.partitioning import RANGE
+    from cutcheck.model.keygroups import key_group_range
+    from cutcheck.model.partitioning import RANGE
 
     m, old_p, new_p, old, new = 16387, 7, 16386, 2, 4681
     assert key_group_range(m, old_p, old).overlaps(key_group_range(m, new_p, new))

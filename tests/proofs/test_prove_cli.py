@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import cli
-import proofs
-from proofs.registry import ProofResult
+from cutcheck import cli, proofs
+from cutcheck.proofs.registry import ProofResult
 
 
 def test_prove_prints_the_table_and_the_control_traces(tmp_path: Path) -> None:

@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from model.errors import ScenarioError
-from model.execution import ExecutionGraph, SubtaskId
-from model.regions import failover_regions, pipelined_regions
-from reference import Scenario, simulate
-from reference.batch import END_OF_INPUT_CHECKPOINT, BatchEngine, make_engine
-from reference.engine import Engine
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.regions import failover_regions, pipelined_regions
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.batch import END_OF_INPUT_CHECKPOINT, BatchEngine, make_engine
+from cutcheck.reference.engine import Engine
 from tests.reference.helpers import EXAMPLES, scenario
 
 

@@ -9,18 +9,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.errors import ScenarioError
-from model.inflight import NetworkConfig, worst_case_inflight_bytes
-from reference import Scenario, simulate
-from reference.debloat import (
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.inflight import NetworkConfig, worst_case_inflight_bytes
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.debloat import (
     BufferDebloater,
     BufferSizeEMA,
     DebloatConfig,
     ThroughputCalculator,
     instant_throughput,
 )
-from reference.engine import Engine
-from reference.network import Buf
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.network import Buf
 from tests.reference.helpers import scenario, small_graph
 from tests.strategies import job_graph_dicts
 

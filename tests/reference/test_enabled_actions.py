@@ -9,12 +9,12 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
-from reference import Scenario
-from reference.batch import make_engine
-from reference.generate import scenario_dict
-from reference.network import Buf
-from reference.operators import InvariantViolation
-from reference.storage import InMemoryStorage
+from cutcheck.reference import Scenario
+from cutcheck.reference.batch import make_engine
+from cutcheck.reference.generate import scenario_dict
+from cutcheck.reference.network import Buf
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.storage import InMemoryStorage
 
 
 class _Draw:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from reference import Scenario, simulate
+from cutcheck.reference import Scenario, simulate
 from tests.reference.helpers import EXAMPLE_GRAPHS, scenario, small_graph
 
 MODES = ["aligned", "unaligned", "aligned_timeout"]

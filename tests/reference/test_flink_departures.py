@@ -7,16 +7,20 @@ from typing import Any
 from hypothesis import assume, event, given, settings
 from hypothesis import strategies as st
 
-from model.errors import CutcheckError, RestoreRefused
-from model.execution import SubtaskId
-from model.graph import JobGraph
-from reference import Scenario
-from reference.barriers import CollectingBarriers, CollectingBarriersUnaligned, WaitingForFirstBarrier
-from reference.engine import Engine
-from reference.network import Barrier, Buf
-from reference.rescale_refusal import refuse_if_flink_would
-from reference.storage import CompletedCheckpoint
-from reference.tasks import TaskSnapshot
+from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference import Scenario
+from cutcheck.reference.barriers import (
+    CollectingBarriers,
+    CollectingBarriersUnaligned,
+    WaitingForFirstBarrier,
+)
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.network import Barrier, Buf
+from cutcheck.reference.rescale_refusal import refuse_if_flink_would
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.tasks import TaskSnapshot
 from tests.reference.helpers import scenario
 
 
@@ -145,7 +149,7 @@ def test_at_least_once_tracks_at_most_50_checkpoints() -> None:
 
 # ---------------------------------------------------------------- departure 4: savepoints
 def _ack_all(engine: Engine, cp: int) -> None:
-    from reference.tasks import TaskSnapshot
+    from cutcheck.reference.tasks import TaskSnapshot
 
     for sid in sorted(engine.coordinator.pending[cp].expected, key=lambda s: (s.vertex, s.index)):
         engine.coordinator.acknowledge(TaskSnapshot(cp=cp, sid=sid, operator={}))
@@ -189,7 +193,7 @@ def test_the_scenario_savepoints_are_triggered() -> None:
     """The ``savepoints`` section triggers savepoints (at a step, or after a checkpoint), aligned as
     Flink's always are (CheckpointOptions.forConfig), even while a checkpoint is pending (a savepoint
     is a forced request: CheckpointRequestDecider runs it beyond max-concurrent-checkpoints)."""
-    from reference import simulate
+    from cutcheck.reference import simulate
 
     raw = scenario("keyed-pipeline.json", mode="unaligned", seed=3, slow="count",
                    savepoints=[{"at_step": 90}, {"after_checkpoint": 3, "delay": 5}])
@@ -203,7 +207,7 @@ def test_the_scenario_savepoints_are_triggered() -> None:
 def test_a_savepoints_section_is_validated() -> None:
     import pytest
 
-    from model.errors import ScenarioError
+    from cutcheck.model.errors import ScenarioError
 
     for bad in ([{"at_step": 5, "after_checkpoint": 1}], [{}], [{"at_step": -1}], [{"step": 4}], {"at_step": 3}):
         with pytest.raises(ScenarioError):
@@ -216,7 +220,7 @@ def test_checkpoint_failure_manager_counts_as_flink_does() -> None:
     each checkpoint once; CHECKPOINT_SUBSUMED, CHECKPOINT_DECLINED_SUBSUMED and JOB_FAILURE do not;
     failures of checkpoints not newer than the last success are ignored; the job fails when the count
     exceeds the tolerance, which clears it; a success clears it too."""
-    from reference.failure_manager import CheckpointFailureManager
+    from cutcheck.reference.failure_manager import CheckpointFailureManager
 
     m = CheckpointFailureManager(tolerable=1)
     for cp, reason in ((1, "CHECKPOINT_SUBSUMED"), (2, "CHECKPOINT_DECLINED_SUBSUMED"), (3, "JOB_FAILURE")):
@@ -236,7 +240,7 @@ def test_checkpoint_failure_manager_counts_as_flink_does() -> None:
 def test_a_savepoint_expiry_never_counts_but_its_decline_does() -> None:
     """handleJobLevelCheckpointException skips savepoints; handleTaskLevelCheckpointException counts a
     (non-synchronous) savepoint's task-side failure like a checkpoint's."""
-    from reference.failure_manager import CheckpointFailureManager
+    from cutcheck.reference.failure_manager import CheckpointFailureManager
 
     m = CheckpointFailureManager(tolerable=0)
     assert not m.on_failure(1, "savepoint", "CHECKPOINT_EXPIRED", task_side=False)
@@ -255,7 +259,7 @@ def test_an_expired_checkpoint_fails_the_job_over_by_default() -> None:
     """execution.checkpointing.tolerable-failed-checkpoints defaults to 0: the first expired checkpoint
     fails the job (a global failover from the latest completed checkpoint); the job still ends exactly
     once. Tolerating the failures, the same job only aborts them."""
-    from reference import simulate
+    from cutcheck.reference import simulate
 
     strict = simulate(Scenario.from_json(_expiring(None)))
     assert strict.ok, strict.violations
@@ -284,7 +288,7 @@ def test_a_checkpoint_declined_because_a_newer_barrier_arrived_does_not_fail_the
 def test_tolerable_failed_is_validated() -> None:
     import pytest
 
-    from model.errors import ScenarioError
+    from cutcheck.model.errors import ScenarioError
 
     for bad in (-1, "3", True, 1.5):
         raw = scenario(_chain(1))
@@ -297,8 +301,8 @@ def test_tolerable_failed_is_validated() -> None:
 def test_failovers_from_failed_checkpoints_satisfy_the_protocol() -> None:
     """The proved protocol needs no new rule: an expiry is an abort, the failover a restore from the
     latest completed checkpoint, and trace validation accepts every channel's trace."""
-    from reference.batch import make_engine
-    from reference.tracing import validate_run
+    from cutcheck.reference.batch import make_engine
+    from cutcheck.reference.tracing import validate_run
 
     engine = make_engine(Scenario.from_json(_expiring(None)), trace=True)
     engine.run()

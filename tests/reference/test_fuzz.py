@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from reference import Scenario, simulate
-from reference.fuzz import hypothesis_campaign, kill, seed_campaign
-from reference.generate import scenario_from_seed
-from reference.mutations import MUTANTS
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.fuzz import hypothesis_campaign, kill, seed_campaign
+from cutcheck.reference.generate import scenario_from_seed
+from cutcheck.reference.mutations import MUTANTS
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
@@ -45,7 +45,7 @@ def test_generated_scenarios_are_deterministic() -> None:
 
 
 def test_fuzz_cli_reports_and_writes_a_counterexample(tmp_path: Path) -> None:
-    from cli import app
+    from cutcheck.cli import app
 
     out = tmp_path / "campaign"  # a new directory: fuzz --out never writes into one it did not create
     res = CliRunner().invoke(app, ["fuzz", "--examples", "20", "--mutant", "no-output-state", "--out", str(out)])
@@ -58,7 +58,7 @@ def test_fuzz_cli_reports_and_writes_a_counterexample(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_spark_campaign_gives_the_in_process_verdicts() -> None:
-    from commands.fuzz import _spark_verdicts
+    from cutcheck.commands.fuzz import _spark_verdicts
 
     seeds = list(range(12))
     local = seed_campaign(seeds).verdicts

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from flink_bridge import metadata_reader as mr
-from flink_bridge.metadata_stream import java_utf
-from model.errors import StorageError
+from cutcheck.flink_bridge import metadata_reader as mr
+from cutcheck.flink_bridge.metadata_stream import java_utf
+from cutcheck.model.errors import StorageError
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "flink" / "data" / "metadata"

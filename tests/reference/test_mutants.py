@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from reference import Scenario, simulate
+from cutcheck.reference import Scenario, simulate
 from tests.reference.helpers import scenario
 
 FAIL = [{"after_checkpoint": 2, "delay": 0, "target": "count[0]"}]

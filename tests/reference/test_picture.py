@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from reference import picture as pic_module
-from reference import simulate
-from reference.logs import arrow_schema
-from reference.picture import build_picture
-from reference.picture_draw import draw_picture
+from cutcheck.cli import app
+from cutcheck.reference import picture as pic_module
+from cutcheck.reference import simulate
+from cutcheck.reference.logs import arrow_schema
+from cutcheck.reference.picture import build_picture
+from cutcheck.reference.picture_draw import draw_picture
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY_GRAPH = {

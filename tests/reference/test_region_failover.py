@@ -15,11 +15,11 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from model.errors import ScenarioError
-from model.execution import SubtaskId
-from reference import Scenario, simulate
-from reference.engine import Engine
-from reference.tracing import validate_run
+from cutcheck.model.errors import ScenarioError
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.tracing import validate_run
 from tests.reference.helpers import scenario
 from tests.reference.test_rescale import rescale_graphs
 

@@ -11,16 +11,16 @@ import pytest
 from hypothesis import event, given, target
 from hypothesis import strategies as st
 
-from model.errors import RestoreRefused
-from model.execution import SubtaskId
-from model.keygroups import assign_to_key_group, key_group_range
-from model.partitioning import make_selector
-from reference import Scenario
-from reference.engine import Engine
-from reference.network import Buf
-from reference.rescale import rescaled_assignment
-from reference.storage import CompletedCheckpoint
-from reference.tasks import TaskSnapshot
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.model.partitioning import make_selector
+from cutcheck.reference import Scenario
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.network import Buf
+from cutcheck.reference.rescale import rescaled_assignment
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.tasks import TaskSnapshot
 from tests.reference.helpers import scenario
 from tests.reference.rescale_helpers import flink_refuses, moved_records, parse_moves, run
 

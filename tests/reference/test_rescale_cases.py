@@ -11,16 +11,16 @@ import pytest
 from hypothesis import given
 from typer.testing import CliRunner
 
-from model.errors import RestoreRefused, ScenarioError
-from model.execution import SubtaskId
-from model.keygroups import key_group_range
-from reference import Scenario, simulate
-from reference.engine import Engine
-from reference.fanout import BroadcastFanout
-from reference.network import Buf
-from reference.rescale import assign_operator_state, split_distribute
-from reference.storage import CompletedCheckpoint, InMemoryStorage
-from reference.tasks import TaskSnapshot
+from cutcheck.model.errors import RestoreRefused, ScenarioError
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.keygroups import key_group_range
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.fanout import BroadcastFanout
+from cutcheck.reference.network import Buf
+from cutcheck.reference.rescale import assign_operator_state, split_distribute
+from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.tasks import TaskSnapshot
 from tests.reference.helpers import scenario, small_graph
 from tests.reference.rescale_helpers import flink_refuses, moved_records, parse_moves, run
 from tests.strategies import job_graph_dicts
@@ -283,7 +283,7 @@ def _write(tmp_path: Path, s: dict[str, Any]) -> Path:
 
 
 def _cli(*args: str) -> Any:
-    from cli import app
+    from cutcheck.cli import app
 
     return CliRunner().invoke(app, [*args], catch_exceptions=False)
 
@@ -321,9 +321,9 @@ def test_cli_rescale_is_validated(tmp_path: Path, arg: str, message: str) -> Non
 
 
 def test_cli_reports_a_refused_restore_in_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import reference.engine
+    from cutcheck.reference import engine
 
-    monkeypatch.setattr(reference.engine, "InMemoryStorage", ForwardStateStorage)
+    monkeypatch.setattr(engine, "InMemoryStorage", ForwardStateStorage)
     s = scenario(forward_graph(), failures=[{"after_checkpoint": 2, "target": "map[0]"}])
     r = _cli("simulate", str(_write(tmp_path, s)), "--rescale", "src=3", "--rescale", "map=3")
     assert r.exit_code == 2

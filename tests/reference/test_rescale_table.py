@@ -21,11 +21,11 @@ from typing import Any
 
 import pytest
 
-from model.errors import RestoreRefused
-from model.execution import SubtaskId
-from reference import Scenario, simulate
-from reference.network import Buf
-from reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.network import Buf
+from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
 from tests.reference.helpers import scenario
 from tests.reference.rescale_helpers import flink_refuses as refuses_per_vertex
 

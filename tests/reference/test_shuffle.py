@@ -6,12 +6,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from model.execution import SubtaskId
-from reference import Scenario, simulate
-from reference.batch import BatchEngine, make_engine
-from reference.engine import Engine
-from reference.network import END_OF_PARTITION, Buf, EndOfPartition
-from reference.shuffle import (
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.batch import BatchEngine, make_engine
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.network import END_OF_PARTITION, Buf, EndOfPartition
+from cutcheck.reference.shuffle import (
     BlockingReader,
     BlockingShuffleMaster,
     BlockingWriter,
@@ -19,7 +19,7 @@ from reference.shuffle import (
     ProducerDescriptor,
     ResultPartitionID,
 )
-from reference.shuffle_service import ShuffleService
+from cutcheck.reference.shuffle_service import ShuffleService
 from tests.reference.helpers import scenario, small_graph
 
 

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from model.outputs import OutputRefused, is_cutcheck_run_dir
-from reference import Scenario, simulate
-from tests.test_bad_input_simulate_fuzz import EXAMPLES, ROOT, cutcheck, tree_hashes
+from cutcheck.model.outputs import OutputRefused, is_cutcheck_run_dir
+from cutcheck.reference import Scenario, simulate
+from tests.test_bad_input_simulate_fuzz import EXAMPLES, cutcheck, tree_hashes
 
 
 @pytest.fixture()
@@ -102,7 +102,7 @@ def test_ctrl_c_removes_the_temporary_run_and_exits_130(work: Path) -> None:
     graph = json.loads((work / "keyed-pipeline.json").read_text())
     graph["vertices"][0]["records"] = 400_000
     path = _scenario(work, "long", graph=graph, failures=[], max_steps=10**9)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "simulate", str(path), "--out", "run"], cwd=work,
+    proc = subprocess.Popen([sys.executable, "-m", "cutcheck", "simulate", str(path), "--out", "run"], cwd=work,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while not _leftovers(work) and time.monotonic() < deadline:  # the run has started writing
@@ -147,7 +147,7 @@ def test_a_run_stopped_by_a_violation_reports_pending_not_lost(work: Path) -> No
 
 
 def test_progress_is_reported_without_changing_the_run(work: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(importlib.import_module("reference.simulate"), "PROGRESS_EVERY", 1000)
+    monkeypatch.setattr(importlib.import_module("cutcheck.reference.simulate"), "PROGRESS_EVERY", 1000)
     scen = Scenario.from_json(work / "scen" / "s.json")
     seen: list[tuple[int, int]] = []
     a = simulate(scen, progress=lambda step, most: seen.append((step, most)))
@@ -169,11 +169,10 @@ def test_verify_names_what_each_check_asserted_and_reports_values(work: Path, mo
 
     from typer.testing import CliRunner
 
-    import proofs
-    import spark_validation
-    from cli import app
-    from proofs.registry import ProofResult
-    from reference import fuzz as fz
+    from cutcheck import proofs, spark_validation
+    from cutcheck.cli import app
+    from cutcheck.proofs.registry import ProofResult
+    from cutcheck.reference import fuzz as fz
 
     monkeypatch.setattr(proofs, "run", lambda: [
         ProofResult("cut-unaligned", "proved", "unbounded", 0.1),

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from reference.storage import CompletedCheckpoint
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import inspect
+from cutcheck.cli import app
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import inspect
 from tests.reference.helpers import ROOT, scenario, small_graph
 from tests.reference.test_storage_support import PARALLELISM, SIDS, advance, initial_state, make_snapshot
 
@@ -146,6 +146,6 @@ def test_simulate_restore_errors_are_one_sentence(run_dir: tuple[Path, Path], tm
 
 
 def test_the_installed_entry_point_prints_no_traceback(tmp_path: Path) -> None:
-    child = subprocess.run([sys.executable, str(ROOT / "cli.py"), "storage", "ls", str(tmp_path / "nope")],
+    child = subprocess.run([sys.executable, "-m", "cutcheck", "storage", "ls", str(tmp_path / "nope")],
                            capture_output=True, text=True, cwd=ROOT)
     assert child.returncode == 2 and child.stderr.startswith("error: ") and "Traceback" not in child.stderr

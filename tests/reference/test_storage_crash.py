@@ -14,13 +14,13 @@ from typing import Any
 
 import pytest
 
-from reference import Scenario, simulate
-from reference.storage import CompletedCheckpoint
-from reference.storage_config import StorageConfig
-from reference.storage_files import CRASH_ENV
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import inspect
-from reference.storage_meta import load_checkpoint
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_files import CRASH_ENV
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import inspect
+from cutcheck.reference.storage_meta import load_checkpoint
 from tests.reference.helpers import ROOT, scenario, small_graph
 from tests.reference.test_storage_support import norm
 

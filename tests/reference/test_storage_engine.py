@@ -11,14 +11,14 @@ from typing import Any
 
 import pytest
 
-from reference import Scenario, simulate
-from reference.engine import Engine
-from reference.storage import CompletedCheckpoint, InMemoryStorage
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import inspect
-from reference.storage_run import open_storage
-from reference.tasks import TaskSnapshot
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import inspect
+from cutcheck.reference.storage_run import open_storage
+from cutcheck.reference.tasks import TaskSnapshot
 from tests.reference.helpers import EXAMPLES, scenario
 from tests.reference.test_storage_support import norm
 

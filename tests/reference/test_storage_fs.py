@@ -14,15 +14,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from model.errors import StorageError
-from reference.mutations import Mutants
-from reference.operators import InvariantViolation
-from reference.storage import CompletedCheckpoint, InMemoryStorage
-from reference.storage_codec import decode, dumps, encode, loads
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import inspect
-from reference.storage_meta import load_checkpoint, referenced_files
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.mutations import Mutants
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.storage_codec import decode, dumps, encode, loads
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import inspect
+from cutcheck.reference.storage_meta import load_checkpoint, referenced_files
 from tests.reference.test_storage_support import (
     PARALLELISM,
     SIDS,

@@ -15,13 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from model.errors import StorageError
-from reference import Scenario, simulate
-from reference.storage import CompletedCheckpoint
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import delete_orphans, inspect, orphan_reason
-from reference.storage_meta import load_checkpoint
+from cutcheck.model.errors import StorageError
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import delete_orphans, inspect, orphan_reason
+from cutcheck.reference.storage_meta import load_checkpoint
 from tests.reference.helpers import scenario, small_graph
 from tests.reference.test_storage_support import (
     PARALLELISM,

@@ -31,15 +31,15 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from model.errors import StorageError
-from reference.mutations import Mutants
-from reference.operators import InvariantViolation
-from reference.storage import CompletedCheckpoint, InMemoryStorage
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import CheckpointListing
-from reference.storage_inspect import inspect as _inspect
-from reference.storage_meta import load_checkpoint
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.mutations import Mutants
+from cutcheck.reference.operators import InvariantViolation
+from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import CheckpointListing
+from cutcheck.reference.storage_inspect import inspect as _inspect
+from cutcheck.reference.storage_meta import load_checkpoint
 from tests.reference.test_storage_support import (
     PARALLELISM,
     SIDS,

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 from tests.reference.test_storage_cli import assert_user_error
 
 runner = CliRunner()
@@ -37,7 +37,7 @@ def test_a_real_flink_checkpoint_is_read_without_pyflink_or_java(tmp_path: Path)
         sys.modules["pyflink"] = None  # any import of PyFlink (and so of Java) fails
         sys.modules["py4j"] = None
         sys.argv = ["cutcheck", "storage", "ls", {str(tmp_path / "base")!r}]
-        from cli import main
+        from cutcheck.cli import main
         main()
     """)
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120,

@@ -18,14 +18,14 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
-from reference.storage import CompletedCheckpoint
-from reference.storage_config import StorageConfig
-from reference.storage_fs import FsCheckpointStorage
-from reference.storage_inspect import inspect
-from reference.storage_meta import load_checkpoint
-from reference.storage_quarantine import parse_age
-from reference.storage_scope import QUARANTINE_DIR
+from cutcheck.cli import app
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.storage_config import StorageConfig
+from cutcheck.reference.storage_fs import FsCheckpointStorage
+from cutcheck.reference.storage_inspect import inspect
+from cutcheck.reference.storage_meta import load_checkpoint
+from cutcheck.reference.storage_quarantine import parse_age
+from cutcheck.reference.storage_scope import QUARANTINE_DIR
 from tests.reference.test_storage_cli import JOB, assert_user_error, simulated
 from tests.reference.test_storage_support import (
     PARALLELISM,

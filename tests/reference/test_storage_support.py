@@ -9,10 +9,10 @@ import os
 import random
 from typing import Any
 
-from model.execution import SubtaskId
-from reference.network import Buf
-from reference.storage import CompletedCheckpoint
-from reference.tasks import TaskSnapshot
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.network import Buf
+from cutcheck.reference.storage import CompletedCheckpoint
+from cutcheck.reference.tasks import TaskSnapshot
 
 SIDS = [SubtaskId("src", 0), SubtaskId("count", 0), SubtaskId("count", 1), SubtaskId("sink", 0)]
 PARALLELISM = {"src": 1, "count": 2, "sink": 1}

@@ -14,9 +14,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from reference import Scenario, simulate
-from reference.generate import MODES, scenario_dict
-from reference.tracing import validate_run
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.generate import MODES, scenario_dict
+from cutcheck.reference.tracing import validate_run
 
 
 class _Draw:
@@ -65,8 +65,8 @@ class _SeedDraw:
                                      "early-checkpoint-in-recovery"])
 def test_mutated_engine_traces_are_rejected(mutant: str) -> None:
     """With the engine's own CUT check off, trace validation alone rejects the faulty engine."""
-    from reference.batch import make_engine
-    from reference.operators import InvariantViolation
+    from cutcheck.reference.batch import make_engine
+    from cutcheck.reference.operators import InvariantViolation
 
     for seed in range(60):
         sdict = scenario_dict(_SeedDraw(seed), modes=("unaligned",), max_records=150, rescale=False)

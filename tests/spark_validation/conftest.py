@@ -14,8 +14,8 @@ pytest.importorskip("pyspark")
 import pyarrow as pa  # noqa: E402
 import pyarrow.parquet as pq  # noqa: E402
 
-from model import logschema  # noqa: E402
-from model.errors import EnvironmentProblem  # noqa: E402
+from cutcheck.model import logschema  # noqa: E402
+from cutcheck.model.errors import EnvironmentProblem  # noqa: E402
 
 _ARROW = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}
 
@@ -24,7 +24,7 @@ WriteLogs = Callable[..., Path]
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from spark_validation.session import build_session, find_java
+    from cutcheck.spark_validation.session import build_session, find_java
 
     try:
         find_java()
@@ -71,7 +71,7 @@ def write_logs(tmp_path: Path) -> WriteLogs:
 @pytest.fixture(scope="session")
 def planted_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """Small synthetic logs with every kind of planted fault (see spark_validation.synth)."""
-    from spark_validation import synthesize
+    from cutcheck.spark_validation import synthesize
 
     out = tmp_path_factory.mktemp("synth") / "planted"
     synthesize(
@@ -92,7 +92,7 @@ def planted_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def clean_run(spark: Any, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from spark_validation import synthesize
+    from cutcheck.spark_validation import synthesize
 
     out = tmp_path_factory.mktemp("synth") / "clean"
     synthesize(out, 1500, keys=10, splits=2, seed=5)

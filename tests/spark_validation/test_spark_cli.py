@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 
 pytestmark = pytest.mark.spark
 
@@ -101,7 +101,7 @@ def _run_cli_without_java(
         else:
             env[k] = v
     return subprocess.run(
-        [sys.executable, str(ROOT / "cli.py"), "validate", str(run_dir)],
+        [sys.executable, "-m", "cutcheck", "validate", str(run_dir)],
         capture_output=True,
         text=True,
         env=env,
@@ -125,8 +125,8 @@ def test_java_missing_is_one_sentence_and_exit_2(java_home: str | None, tmp_path
 
 
 def test_old_java_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from model.errors import EnvironmentProblem
-    from spark_validation.session import find_java
+    from cutcheck.model.errors import EnvironmentProblem
+    from cutcheck.spark_validation.session import find_java
 
     fake = tmp_path / "java"
     fake.write_text("#!/bin/sh\necho 'openjdk version \"11.0.2\" 2019-01-15' >&2\n")

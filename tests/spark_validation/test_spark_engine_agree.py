@@ -10,8 +10,8 @@ from typing import Any
 
 import pytest
 
-from reference import Scenario, simulate
-from spark_validation import validate
+from cutcheck.reference import Scenario, simulate
+from cutcheck.spark_validation import validate
 
 pytestmark = pytest.mark.spark
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from spark_validation import validate
+from cutcheck.spark_validation import validate
 
 pytestmark = pytest.mark.spark
 

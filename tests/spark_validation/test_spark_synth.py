@@ -18,7 +18,7 @@ def _rows(path: Path) -> list[tuple[Any, ...]]:
 
 
 def test_same_seed_same_logs(tmp_path: Path, spark: Any) -> None:
-    from spark_validation import synthesize
+    from cutcheck.spark_validation import synthesize
 
     kw = dict(keys=4, splits=2, loss_rate=0.05, dup_rate=0.05, reorder_rate=0.05, phantoms=1, count_gaps=1,
               double_commits=1)  # fmt: skip
@@ -33,7 +33,7 @@ def test_same_seed_same_logs(tmp_path: Path, spark: Any) -> None:
     assert {k: planted[k] for k in a.faults()} == a.faults()
     out = pq.read_table(tmp_path / "a" / "output")
     assert out.num_rows == a.output_rows
-    from model import logschema
+    from cutcheck.model import logschema
 
     assert out.column_names == logschema.column_names("output")
     assert pq.read_table(tmp_path / "a" / "input").column_names == [

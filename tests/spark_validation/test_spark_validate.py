@@ -10,8 +10,8 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from model.errors import LogDataError
-from spark_validation import CHECKS, validate
+from cutcheck.model.errors import LogDataError
+from cutcheck.spark_validation import CHECKS, validate
 
 pytestmark = pytest.mark.spark
 
@@ -118,7 +118,7 @@ def test_count_groups_by_key_without_counter(write_logs: Any) -> None:
 
 @pytest.mark.parametrize("fmt", ["csv", "json"])
 def test_text_formats(fmt: str, tmp_path: Path, spark: Any) -> None:
-    from spark_validation import synthesize
+    from cutcheck.spark_validation import synthesize
 
     planted = synthesize(
         tmp_path / "logs",

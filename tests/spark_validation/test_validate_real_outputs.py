@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 
 pytestmark = pytest.mark.spark
 

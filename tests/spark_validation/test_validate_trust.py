@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from typer.testing import CliRunner
 
-from cli import app
+from cutcheck.cli import app
 
 pytestmark = pytest.mark.spark
 
@@ -31,7 +31,7 @@ FLINK_COLUMNS = "rid,key,value,count,split,offset,subtask"
 
 
 def _cli(*args: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 300) -> Any:
-    return subprocess.run([sys.executable, str(ROOT / "cli.py"), *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "cutcheck", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=timeout)
 
 
@@ -264,7 +264,7 @@ def test_logs_synth_replaces_only_its_own_run_with_force(
     assert _invoke(*args, "--force", "--phantoms", "2").exit_code == 0
     assert json.loads((out / "planted.json").read_text())["phantom"] == 2
     # A failure half-way leaves the previous run in place and no temporary sibling.
-    from spark_validation import synth
+    from cutcheck.spark_validation import synth
 
     def broken(df: Any, path: Path, fmt: str) -> None:
         raise OSError(28, "No space left on device")
@@ -318,7 +318,7 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     _parquet(tmp_path / "run" / "output" / "a.parquet", rid=pa.array(range(n), pa.int64()),
              key=pa.array([r % 1000 for r in range(n)], pa.int64()))
     env = _spark_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, str(ROOT / "cli.py"), "validate", "run", "--master", "local[2]"],
+    proc = subprocess.Popen([sys.executable, "-m", "cutcheck", "validate", "run", "--master", "local[2]"],
                             cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 240
     # Spark has started and the job runs once shuffle files appear in its local directory.
@@ -355,9 +355,9 @@ def test_py4j_failures_translate_to_one_sentence(monkeypatch: pytest.MonkeyPatch
     from py4j.protocol import Py4JError, Py4JNetworkError
     from pyspark.errors import AnalysisException
 
-    from model.errors import EnvironmentProblem, LogDataError
-    from spark_validation import session
-    from spark_validation.guard import spark_guard
+    from cutcheck.model.errors import EnvironmentProblem, LogDataError
+    from cutcheck.spark_validation import session
+    from cutcheck.spark_validation.guard import spark_guard
 
     monkeypatch.setattr(session, "_KEEP_LOG", False)  # the messages keep the JVM's log; not this one's
 
