@@ -24,7 +24,7 @@ sys.path.insert(0, str(ROOT))
 
 from cutcheck.model.keygroups import assign_to_key_group, operator_index  # noqa: E402
 from cutcheck.reference import Scenario, simulate  # noqa: E402
-from cutcheck.reference.records import map_value, source_layouts  # noqa: E402
+from cutcheck.reference.runtime.records import map_value, source_layouts  # noqa: E402
 
 PAR = {"src": 2, "map": 4, "count": 3, "sink": 2}
 HOPS_PER_RECORD = 3

@@ -17,8 +17,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cutcheck.reference.fuzz import kill, seed_campaign  # noqa: E402
-from cutcheck.reference.mutations import MUTANTS  # noqa: E402
+from cutcheck.reference.faults.catalogue import MUTANTS  # noqa: E402
+from cutcheck.reference.fuzzing.campaigns import kill, seed_campaign  # noqa: E402
 
 
 def main() -> None:

@@ -57,7 +57,7 @@ def _write_run_dir(dest: Path | None, force: bool, report: dict[str, Any], scena
 
 
 def _check_mutants(mutants: tuple[str, ...]) -> None:
-    from cutcheck.reference.mutations import MUTANTS
+    from cutcheck.reference.faults.catalogue import MUTANTS
 
     for m in mutants:
         if m not in MUTANTS:
@@ -81,7 +81,7 @@ def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> 
     """Each seed is one Spark task running the engine (executors need this project installed)."""
     import functools as ft
 
-    from cutcheck.reference.fuzz import verdict_of_seed
+    from cutcheck.reference.fuzzing.campaigns import verdict_of_seed
     from cutcheck.spark_validation.session import get_session
 
     spark = get_session(master)  # its Python workers run this interpreter (spark_validation.session)
@@ -114,7 +114,7 @@ def fuzz(
     json_path: Path = typer.Option(None, "--json", help="Write the campaign report as JSON."),
 ) -> None:
     """Fuzz the engine: random graphs, modes, failures, rescales and schedules; shrink any violation."""
-    from cutcheck.reference import fuzz as fz
+    from cutcheck.reference.fuzzing import campaigns as fz
 
     mutants = tuple(mutant or ())
     _check_campaign(examples, seconds, workers, spark)
@@ -230,9 +230,9 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     report (values only, no JSON strings inside)."""
     from cutcheck import proofs
     from cutcheck.reference import Scenario
-    from cutcheck.reference import fuzz as fz
     from cutcheck.reference import simulate as run
-    from cutcheck.reference.mutations import MUTANTS
+    from cutcheck.reference.faults.catalogue import MUTANTS
+    from cutcheck.reference.fuzzing import campaigns as fz
 
     started = time.monotonic()
     budget = FUZZ_PROFILES[profile]

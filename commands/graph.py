@@ -270,7 +270,7 @@ def _draw_png(job: Any, path: Path) -> None:
     ax.margins(0.15)
     ax.set_axis_off()
     fig.tight_layout()
-    from cutcheck.reference.picture_draw import save_png
+    from cutcheck.reference.pictures.draw import save_png
 
     save_png(fig, path)
 

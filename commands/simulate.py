@@ -186,7 +186,7 @@ def simulate(
     _print_run(result)
     rejected = []
     if trace:
-        from cutcheck.reference.tracing import validate_run
+        from cutcheck.reference.checks.tracing import validate_run
 
         rejected = validate_run(result.traces)
         if scen.checkpoint.mode == "at_least_once":

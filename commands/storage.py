@@ -60,8 +60,8 @@ def _reader(name: str) -> Callable[[str], Any]:
 def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep: list[str] | None = None,
                      min_age: float = 0.0, reader: str = "python", endpoint_url: str | None = None) -> Any:
     from cutcheck.model.errors import StorageError
-    from cutcheck.reference.storage_inspect import inspect
-    from cutcheck.reference.storage_store import open_store
+    from cutcheck.reference.storage.inspection import inspect
+    from cutcheck.reference.storage.store import open_store
 
     store, path = open_store(directory, endpoint_url)
     if reader == "flink" and not store.is_local:
@@ -184,8 +184,8 @@ def storage_orphans(
     <base>/.cutcheck-quarantine/<time>-<pid>/ with a manifest (storage restore-quarantine undoes it,
     storage purge empties it). --delete refuses while a checkpoint here is not restorable, unless --force."""
     from cutcheck.model.errors import StorageError
-    from cutcheck.reference.storage_inspect import orphan_reason
-    from cutcheck.reference.storage_quarantine import parse_age, quarantine
+    from cutcheck.reference.storage.inspection import orphan_reason
+    from cutcheck.reference.storage.quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
     listing = _storage_listing(directory, entropy_key, entropy_length, keep, age, reader=reader,
@@ -258,8 +258,8 @@ def storage_restore_quarantine(
     """Put a quarantined batch back where its files were. Refuses (nothing moved) when a file exists
     again at an original path, or a quarantined file no longer has the sha256 (on an object store: the
     ETag) it was moved with."""
-    from cutcheck.reference.storage_quarantine import restore_batch
-    from cutcheck.reference.storage_store import open_store
+    from cutcheck.reference.storage.quarantine import restore_batch
+    from cutcheck.reference.storage.store import open_store
 
     store, _ = open_store(base, endpoint_url)
     batch = restore_batch(base, batch_name, endpoint_url=endpoint_url)
@@ -280,8 +280,8 @@ def storage_purge(
 ) -> None:
     """Empty the quarantine of batches older than --older-than days. A dry run unless --yes: this is
     the only cutcheck command that removes checkpoint files for good."""
-    from cutcheck.reference.storage_quarantine import batches, purge
-    from cutcheck.reference.storage_store import open_store
+    from cutcheck.reference.storage.quarantine import batches, purge
+    from cutcheck.reference.storage.store import open_store
 
     store, _ = open_store(base, endpoint_url)
     every = batches(base, endpoint_url=endpoint_url)
@@ -314,7 +314,7 @@ def storage_lifecycle(
     rounded up to midnight UTC) and the checkpoints it breaks (exit 1 then); and objects per prefix, as stored
     and without entropy injection (S3 scales about 3,500 writes and 5,500 reads per second per prefix)."""
     from cutcheck.model.errors import StorageError
-    from cutcheck.reference.storage_lifecycle import READS_PER_PREFIX, WRITES_PER_PREFIX, lifecycle
+    from cutcheck.reference.storage.lifecycle import READS_PER_PREFIX, WRITES_PER_PREFIX, lifecycle
 
     if expire_days is not None and expire_days < 0:
         raise StorageError(f"--expire-days {expire_days} is not a number of days; give 0 or more (a lifecycle "

@@ -21,8 +21,8 @@ def trace_cmd(
     max_channels: int = typer.Option(48, "--max-channels", min=1, help="Refuse runs with more channels than this."),
 ) -> None:
     """Draw a traced run as a space-time diagram: a lane per subtask, buffers and barriers as arrows."""
-    from cutcheck.reference.picture import build_picture
-    from cutcheck.reference.picture_draw import draw_picture
+    from cutcheck.reference.pictures.draw import draw_picture
+    from cutcheck.reference.pictures.picture import build_picture
 
     picture = build_picture(run_dir, start=start, end=end, checkpoint=checkpoint, max_channels=max_channels)
     draw_picture(picture, png)

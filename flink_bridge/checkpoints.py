@@ -4,8 +4,8 @@
 ``org.apache.flink.runtime.checkpoint.Checkpoints.loadCheckpointMetadata`` through PyFlink's Java
 gateway and walks every state handle of every operator subtask (keyed, operator, input-channel
 and output-buffer state; RocksDB incremental handles with their shared and private files) down to
-the files. It returns reference.storage_meta.CheckpointRefs, the per-checkpoint record that
-reference.storage_inspect builds listings and orphans from, so ``inspect_flink(root)`` gives the
+the files. It returns reference.storage.meta.CheckpointRefs, the per-checkpoint record that
+reference.storage.inspection builds listings and orphans from, so ``inspect_flink(root)`` gives the
 same CheckpointListing (files by scope, shared file -> referencing checkpoints, orphans) as for
 cutcheck's own directories.
 
@@ -17,8 +17,8 @@ Paths are reported as Flink would read them on restore: a checkpoint's ``_metada
 paths for its exclusive and shared files, a savepoint's relative ones, which Flink's loader resolves
 against the directory it is given (so a moved savepoint names its new place). A moved or copied
 checkpoint directory therefore names the original location, and is not restorable from the copy
-once the original is gone; reference.storage_inspect says so (NOT RESTORABLE), and only uses
-re-rooting of such paths onto the copy (reference.storage_scope.reroot) to *keep* the copy's files.
+once the original is gone; reference.storage.inspection says so (NOT RESTORABLE), and only uses
+re-rooting of such paths onto the copy (reference.storage.scope.reroot) to *keep* the copy's files.
 A handle cutcheck does not know (for example the changelog state backend's) makes the
 checkpoint unreadable, and then inspection calls nothing an orphan.
 """
@@ -30,8 +30,8 @@ import re
 from typing import Any
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage_inspect import CheckpointListing, inspect
-from cutcheck.reference.storage_meta import CheckpointRefs
+from cutcheck.reference.storage.inspection import CheckpointListing, inspect
+from cutcheck.reference.storage.meta import CheckpointRefs
 
 METADATA = "_metadata"
 MAGIC = bytes.fromhex("4960672d")  # Checkpoints.HEADER_MAGIC_NUMBER: the first 4 bytes of Flink's _metadata
@@ -125,7 +125,7 @@ def relocate(path: str, job_dir: str) -> str:
     the base being read, if that file exists there (else ``path``).
 
     Only ever a candidate for *keeping* a file: the reader reports paths as written, since a restore
-    reads those (reference.storage_scope.reroot does the same for the storage commands)."""
+    reads those (reference.storage.scope.reroot does the same for the storage commands)."""
     base = os.path.dirname(job_dir)
     if path.startswith(base + os.sep):
         return path
@@ -186,13 +186,13 @@ def any_referenced_files(directory: str) -> CheckpointRefs:
     """The storage CLI's reader: Flink's binary _metadata through the gateway, cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
         return referenced_files(directory)
-    from cutcheck.reference.storage_meta import referenced_files as cutcheck_referenced_files
+    from cutcheck.reference.storage.meta import referenced_files as cutcheck_referenced_files
 
     return cutcheck_referenced_files(directory)
 
 
 def inspect_flink(root: str | os.PathLike[str]) -> CheckpointListing:
-    """reference.storage_inspect.inspect over a real Flink checkpoint directory (no entropy marker)."""
+    """reference.storage.inspection.inspect over a real Flink checkpoint directory (no entropy marker)."""
     from cutcheck.flink_bridge.env import require_flink
 
     require_flink()

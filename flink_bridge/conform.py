@@ -1,6 +1,6 @@
 """``cutcheck flink conform``: generated job graphs, each on the engine and on real Flink; do they agree?
 
-Graphs come from the scenario generator (reference.generate.graph_dict), seed by seed from
+Graphs come from the scenario generator (reference.fuzzing.generate.graph_dict), seed by seed from
 ``--seed``, kept when they are within what Flink runs (flink_bridge.translate.check_supported, and
 flink_bridge.runner.prepare for the options drawn): graphs with co_map or broadcast_state vertices
 are skipped, a graph with a custom partitioner runs aligned (Flink refuses unaligned checkpoints
@@ -28,7 +28,7 @@ from cutcheck.flink_bridge.runner import MODES, RunOptions, prepare, slow_vertex
 from cutcheck.flink_bridge.translate import check_supported
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.generate import SeedDraw, _rescalable, choice, graph_dict
+from cutcheck.reference.fuzzing.generate import SeedDraw, _rescalable, choice, graph_dict
 
 MAX_PARALLELISM = 3  # small: every graph starts its own MiniCluster on a shared machine
 SLOW_RECORDS = 2000  # records per subtask of the slow vertex (2 ms each on Flink: about 4 s of work)

@@ -1,7 +1,7 @@
 """The Python functions that run inside Flink (PyFlink thread mode), one per vertex kind.
 
 They are pickled by reference, so the embedded interpreter imports this module: keep it free of
-anything heavier than reference.records. A record travels as a 6-tuple of longs
+anything heavier than reference.runtime.records. A record travels as a 6-tuple of longs
 ``(rid, key, value, split, offset, count)``, the engine's record without its counter index.
 
 Two test hooks ride along in every function (``Probe``): a per-record delay, which makes the
@@ -21,7 +21,7 @@ from pyflink.common import Row
 from pyflink.datastream.functions import FilterFunction, KeyedProcessFunction, MapFunction, RuntimeContext
 from pyflink.datastream.state import ValueStateDescriptor
 
-from cutcheck.reference.records import SourceLayout, filter_keeps, map_value
+from cutcheck.reference.runtime.records import SourceLayout, filter_keeps, map_value
 
 
 class InjectedFailure(RuntimeError):

@@ -1,6 +1,6 @@
 """Flink's checkpoint ``_metadata``, read in pure Python: no JVM, no PyFlink.
 
-``referenced_files(chk_dir)`` returns the same reference.storage_meta.CheckpointRefs as
+``referenced_files(chk_dir)`` returns the same reference.storage.meta.CheckpointRefs as
 flink_bridge.checkpoints.referenced_files (Flink's own loader through the Java gateway): id, kind,
 job, the files by scope as absolute local paths, the bytes inlined in ``_metadata`` and its size.
 ``any_referenced_files`` is the drop-in reader for ``storage ls/orphans`` (cutcheck's own JSON
@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 
 from cutcheck.flink_bridge.metadata_stream import JavaInput
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage_meta import CheckpointRefs
+from cutcheck.reference.storage.meta import CheckpointRefs
 
 METADATA = "_metadata"
 MAGIC = 0x4960672D
@@ -401,6 +401,6 @@ def any_referenced_files(directory: str) -> CheckpointRefs:
     """The storage CLI's reader without Java: Flink's binary _metadata here, cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
         return referenced_files(directory)
-    from cutcheck.reference.storage_meta import referenced_files as cutcheck_referenced_files
+    from cutcheck.reference.storage.meta import referenced_files as cutcheck_referenced_files
 
     return cutcheck_referenced_files(directory)

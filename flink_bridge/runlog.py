@@ -1,6 +1,6 @@
 """A Flink run as a cutcheck run directory (DESIGN "Recovery logs"), so that ``cutcheck validate`` reads it unchanged.
 
-* ``input/``: derived from the graph's deterministic sources (reference.records.SourceLayout), with
+* ``input/``: derived from the graph's deterministic sources (reference.runtime.records.SourceLayout), with
   the copies each rid must make, exactly as the engine writes it; Flink's NumberSequenceSource
   emits j and the source map computes record j, so rids, keys, splits and offsets agree.
 * ``output/``: the committed sink part files only. Flink's FileSink writes ``.part-*.inprogress.*``
@@ -30,9 +30,9 @@ from typing import Any
 from cutcheck.flink_bridge.rest import FlinkCheckpoint
 from cutcheck.flink_bridge.runner import FlinkRun
 from cutcheck.model.graph import JobGraph
+from cutcheck.reference.checks.oracle import ExactlyOnce, Oracle
 from cutcheck.reference.logs import RunLogWriter
-from cutcheck.reference.oracle import ExactlyOnce, Oracle
-from cutcheck.reference.records import Expectations
+from cutcheck.reference.runtime.records import Expectations
 
 VERSION = "0.1.0"
 

@@ -3,7 +3,7 @@
 Translation, vertex by vertex (DESIGN "Job graphs"):
 
 * ``source``      NumberSequenceSource(0, records-1) (uid ``<id>/seq``), then a map computing record j of
-                  reference.records.SourceLayout (uid ``<id>``): rids, keys, splits and offsets are the engine's.
+                  reference.runtime.records.SourceLayout (uid ``<id>``): rids, keys, splits and offsets are the engine's.
 * ``map``/``filter``  Python map/filter (uid ``<id>``); ``union`` an identity map, since Flink's union is no operator.
 * ``keyed_count`` each (hash) input gets an AddKey map at the producer's parallelism (uid ``<id>/key<edge>``),
                   the inputs are unioned and keyed by that key, and a KeyedProcessFunction counts (uid ``<id>``).
@@ -23,7 +23,7 @@ from typing import Any
 
 from cutcheck.model.errors import GraphError
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.records import source_layouts
+from cutcheck.reference.runtime.records import source_layouts
 
 SUPPORTED_KINDS = ("source", "map", "filter", "keyed_count", "union", "sink")
 UNSUPPORTED = {

@@ -32,10 +32,10 @@ from cutcheck.model.errors import ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.network import Buf, OutputSubpartition
-from cutcheck.reference.shuffle import BlockingReader, BlockingWriter, ResultPartitionID
-from cutcheck.reference.shuffle_service import ShuffleService
-from cutcheck.reference.tasks import Task
+from cutcheck.reference.runtime.network import Buf, OutputSubpartition
+from cutcheck.reference.runtime.tasks import Task
+from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter, ResultPartitionID
+from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
 STRATEGIES = ("region", "full")

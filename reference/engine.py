@@ -13,22 +13,22 @@ from typing import Any
 
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.arrival import deliver_head
-from cutcheck.reference.coordinator import Coordinator
-from cutcheck.reference.debloat import Debloating, current_buffer_size
-from cutcheck.reference.invariant_checks import check_cut_of_checkpoint, order_checked_edges
-from cutcheck.reference.mutations import Mutants
-from cutcheck.reference.network import Barrier, Buf, OutputSubpartition
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.oracle import Oracle
-from cutcheck.reference.records import Expectations
+from cutcheck.reference.checkpointing.arrival import deliver_head
+from cutcheck.reference.checkpointing.coordinator import Coordinator
+from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
+from cutcheck.reference.checks.invariants import check_cut_of_checkpoint, order_checked_edges
+from cutcheck.reference.checks.oracle import Oracle
+from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.runtime.debloat import Debloating, current_buffer_size
+from cutcheck.reference.runtime.network import Barrier, Buf, OutputSubpartition
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.runtime.records import Expectations
+from cutcheck.reference.runtime.scheduler import Chooser, ScriptedChooser, SeededChooser
+from cutcheck.reference.runtime.sinks import TransactionStore
+from cutcheck.reference.runtime.tasks import Task, any_current
+from cutcheck.reference.runtime.wiring import build_runtime
 from cutcheck.reference.scenario import Scenario
-from cutcheck.reference.scheduler import Chooser, ScriptedChooser, SeededChooser
-from cutcheck.reference.sinks import TransactionStore
-from cutcheck.reference.snapshots import convert_timed_out_barrier, snapshot_task
-from cutcheck.reference.storage import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
-from cutcheck.reference.tasks import Task, any_current
-from cutcheck.reference.wiring import build_runtime
+from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
 
 
 class Engine:
@@ -60,7 +60,7 @@ class Engine:
         self.tracing = trace
         self.traces: dict[tuple[int, int, int], list] = {}
         self.trace_archive: list[dict[tuple[int, int, int], list]] = []
-        self.trace_suspended = False  # after a rescale (see reference.recovery)
+        self.trace_suspended = False  # after a rescale (see reference.recovery.recovery)
         self.cut_checks = True
         self.alignment_steps: dict[int, int] = {}
         self.inflight_at_trigger: dict[int, int] = {}
@@ -76,7 +76,7 @@ class Engine:
         self.buffer_size_at_trigger: dict[int, int] = {}
         self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
-            from cutcheck.reference.storage_run import start_from
+            from cutcheck.reference.storage.run import start_from
 
             start_from(self, restore)
         self._build(restore)
@@ -89,7 +89,7 @@ class Engine:
         self.edge_unaligned = {e.key: self.exec_graph.edge_supports_unaligned(e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
         if restored is not None:
-            from cutcheck.reference.recovery import restore_state
+            from cutcheck.reference.recovery.recovery import restore_state
 
             report = restore_state(self, restored)
             self.restore_reports.append(report)
@@ -335,7 +335,7 @@ class Engine:
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")
         if self.tracing:
-            from cutcheck.reference.tracing import on_complete
+            from cutcheck.reference.checks.tracing import on_complete
 
             on_complete(self, done)
         for t in self.tasks.values():
@@ -351,7 +351,7 @@ class Engine:
     def on_abort(self, cp: int) -> None:
         self.event("abort", f"checkpoint {cp}")
         if self.tracing:
-            from cutcheck.reference.tracing import on_abort
+            from cutcheck.reference.checks.tracing import on_abort
 
             on_abort(self, cp)
         for t in self.tasks.values():
@@ -436,7 +436,7 @@ class Engine:
     # ------------------------------------------------------------------ failures
     def fail(self, target: str, failure_index: int | None = None) -> None:
         """Region failover (the default) or global failover, from the latest completed checkpoint."""
-        from cutcheck.reference.region_failover import failover
+        from cutcheck.reference.recovery.region_failover import failover
 
         failover(self, target, failure_index)
 

@@ -23,7 +23,7 @@ import pyarrow.parquet as pq
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.logschema import DATASETS
 from cutcheck.model.outputs import check_output_dir, mark, replace_dir, staging_dir
-from cutcheck.reference.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
+from cutcheck.reference.runtime.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
 
 BATCH_ROWS = 65_536
 _TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}

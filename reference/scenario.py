@@ -18,7 +18,7 @@ from typing import Any
 from cutcheck.model.errors import GraphError, ScenarioError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.inflight import NetworkConfig
-from cutcheck.reference.mutations import MUTANTS
+from cutcheck.reference.faults.catalogue import MUTANTS
 from cutcheck.reference.scenario_limits import check_budgets, check_channels, check_targets
 
 MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
@@ -202,11 +202,11 @@ class Scenario:
         if extra.get("failover_strategy", "region") not in ("region", "full"):  # jobmanager.execution.failover-strategy
             raise ScenarioError(f"{where}: 'failover_strategy' must be \"region\" or \"full\", got {extra['failover_strategy']!r}.")
         from cutcheck.reference.batch import BatchConfig
-        from cutcheck.reference.debloat import DebloatConfig
+        from cutcheck.reference.runtime.debloat import DebloatConfig
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
         BatchConfig.from_json(extra.get("batch"), where)
-        from cutcheck.reference.storage_config import restore_section, validate
+        from cutcheck.reference.storage.config import restore_section, validate
 
         validate(extra.get("storage"), where)  # the storage and restore sections, read when the run opens storage
         restore_section(extra.get("restore"), where)

@@ -19,11 +19,11 @@ from typing import Any
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
+from cutcheck.reference.checks.oracle import ExactlyOnce
 from cutcheck.reference.logs import RunLogWriter
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.oracle import ExactlyOnce
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.runtime.scheduler import Chooser
 from cutcheck.reference.scenario import Scenario, check_budgets
-from cutcheck.reference.scheduler import Chooser
 
 VERSION = "0.1.0"
 PROGRESS_EVERY = 20_000  # chosen actions between two progress reports
@@ -133,7 +133,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
         raise ScenarioError(f"max_steps must be at least 1, got {max_steps}.")
     restored = None
     if storage is None:
-        from cutcheck.reference.storage_run import open_storage
+        from cutcheck.reference.storage.run import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None
@@ -193,7 +193,7 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
         logs.write_input(engine.expect, engine.oracle.expected_copies)
         scen_json = scenario.to_json()
         if engine.tracing:
-            from cutcheck.reference.tracing import write_traces
+            from cutcheck.reference.checks.tracing import write_traces
 
             write_traces(logs.tmp / "trace.jsonl", result.traces)
         (logs.tmp / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")

@@ -103,7 +103,7 @@ def draw(fm: FaultMap, report: Any, path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from cutcheck.reference.picture_draw import save_png
+    from cutcheck.reference.pictures.draw import save_png
 
     fig, (top, bottom) = plt.subplots(2, 1, figsize=(14, 8.5), dpi=110, gridspec_kw={"height_ratios": [1, 1.4]})
     fig.suptitle(f"validate: {report.verdict().split(':')[0]} — {report.records_in} records in, "

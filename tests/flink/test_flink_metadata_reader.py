@@ -30,7 +30,7 @@ from cutcheck.flink_bridge import metadata_reader as pure
 from cutcheck.flink_bridge.checkpoints import load_metadata
 from cutcheck.flink_bridge.checkpoints import referenced_files as flink_loader_refs
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage_meta import CheckpointRefs
+from cutcheck.reference.storage.meta import CheckpointRefs
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 from tests.flink.test_flink_run import flink_run  # noqa: F401  (the rescale run, built once per session)
 

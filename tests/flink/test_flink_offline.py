@@ -184,7 +184,7 @@ def test_engine_calibration_on_keyed_pipeline_with_a_failure_and_a_rescale() -> 
 def test_conform_draws_only_graphs_flink_runs_deterministically() -> None:
     from cutcheck.flink_bridge.conform import MAX_PARALLELISM, cases, draw_case
     from cutcheck.flink_bridge.runner import prepare
-    from cutcheck.reference.generate import _rescalable
+    from cutcheck.reference.fuzzing.generate import _rescalable
 
     drawn = list(cases(0, 6))
     assert [c.seed for c in drawn] == [c.seed for c in cases(0, 6)], "deterministic by seed"

@@ -83,7 +83,7 @@ def test_output_is_committed_files_only(flink_run: tuple[Path, dict[str, Any]]) 
     assert len(inp) == RECORDS and len(out) == RECORDS
     assert all(".inprogress" not in r["txn"] and not r["txn"].startswith(".") for r in out)
     assert {r["counter"] for r in out} == {"count/sink"}
-    # rids, keys, splits and offsets are the engine's definition (reference.records.SourceLayout)
+    # rids, keys, splits and offsets are the engine's definition (reference.runtime.records.SourceLayout)
     by_rid = {r["rid"]: r for r in inp}
     assert all((by_rid[r["rid"]]["key"], by_rid[r["rid"]]["split"], by_rid[r["rid"]]["offset"]) ==
                (r["key"], r["split"], r["offset"]) for r in out)

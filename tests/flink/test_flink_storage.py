@@ -23,7 +23,7 @@ from cutcheck.cli import app
 from cutcheck.flink_bridge import RunOptions, runlog, runner
 from cutcheck.flink_bridge.checkpoints import inspect_flink, is_flink_checkpoint_dir, referenced_files
 from cutcheck.model.errors import CutcheckError
-from cutcheck.reference.storage_scope import QUARANTINE_DIR
+from cutcheck.reference.storage.scope import QUARANTINE_DIR
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS, restore_each, tree
 
 pytestmark = FLINK_MARKS

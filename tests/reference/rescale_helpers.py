@@ -11,8 +11,8 @@ from typing import Any
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.reference import Scenario
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
 
 POINTWISE_OR_BROADCAST = ("forward", "rescale", "broadcast")
 REFUSED_WITH_STATE = (*POINTWISE_OR_BROADCAST, "custom")  # Flink cannot rescale their in-flight data

@@ -12,15 +12,15 @@ from hypothesis import strategies as st
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.inflight import NetworkConfig, worst_case_inflight_bytes
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.debloat import (
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.runtime.debloat import (
     BufferDebloater,
     BufferSizeEMA,
     DebloatConfig,
     ThroughputCalculator,
     instant_throughput,
 )
-from cutcheck.reference.engine import Engine
-from cutcheck.reference.network import Buf
+from cutcheck.reference.runtime.network import Buf
 from tests.reference.helpers import scenario, small_graph
 from tests.strategies import job_graph_dicts
 

@@ -11,10 +11,10 @@ from hypothesis import strategies as st
 
 from cutcheck.reference import Scenario
 from cutcheck.reference.batch import make_engine
-from cutcheck.reference.generate import scenario_dict
-from cutcheck.reference.network import Buf
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.storage import InMemoryStorage
+from cutcheck.reference.fuzzing.generate import scenario_dict
+from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.storage.memory import InMemoryStorage
 
 
 class _Draw:

@@ -11,16 +11,16 @@ from cutcheck.model.errors import CutcheckError, RestoreRefused
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference import Scenario
-from cutcheck.reference.barriers import (
+from cutcheck.reference.checkpointing.barriers import (
     CollectingBarriers,
     CollectingBarriersUnaligned,
     WaitingForFirstBarrier,
 )
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.network import Barrier, Buf
-from cutcheck.reference.rescale_refusal import refuse_if_flink_would
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.tasks import TaskSnapshot
+from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
+from cutcheck.reference.runtime.network import Barrier, Buf
+from cutcheck.reference.runtime.tasks import TaskSnapshot
+from cutcheck.reference.storage.memory import CompletedCheckpoint
 from tests.reference.helpers import scenario
 
 
@@ -149,7 +149,7 @@ def test_at_least_once_tracks_at_most_50_checkpoints() -> None:
 
 # ---------------------------------------------------------------- departure 4: savepoints
 def _ack_all(engine: Engine, cp: int) -> None:
-    from cutcheck.reference.tasks import TaskSnapshot
+    from cutcheck.reference.runtime.tasks import TaskSnapshot
 
     for sid in sorted(engine.coordinator.pending[cp].expected, key=lambda s: (s.vertex, s.index)):
         engine.coordinator.acknowledge(TaskSnapshot(cp=cp, sid=sid, operator={}))
@@ -220,7 +220,7 @@ def test_checkpoint_failure_manager_counts_as_flink_does() -> None:
     each checkpoint once; CHECKPOINT_SUBSUMED, CHECKPOINT_DECLINED_SUBSUMED and JOB_FAILURE do not;
     failures of checkpoints not newer than the last success are ignored; the job fails when the count
     exceeds the tolerance, which clears it; a success clears it too."""
-    from cutcheck.reference.failure_manager import CheckpointFailureManager
+    from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
 
     m = CheckpointFailureManager(tolerable=1)
     for cp, reason in ((1, "CHECKPOINT_SUBSUMED"), (2, "CHECKPOINT_DECLINED_SUBSUMED"), (3, "JOB_FAILURE")):
@@ -240,7 +240,7 @@ def test_checkpoint_failure_manager_counts_as_flink_does() -> None:
 def test_a_savepoint_expiry_never_counts_but_its_decline_does() -> None:
     """handleJobLevelCheckpointException skips savepoints; handleTaskLevelCheckpointException counts a
     (non-synchronous) savepoint's task-side failure like a checkpoint's."""
-    from cutcheck.reference.failure_manager import CheckpointFailureManager
+    from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
 
     m = CheckpointFailureManager(tolerable=0)
     assert not m.on_failure(1, "savepoint", "CHECKPOINT_EXPIRED", task_side=False)
@@ -302,7 +302,7 @@ def test_failovers_from_failed_checkpoints_satisfy_the_protocol() -> None:
     """The proved protocol needs no new rule: an expiry is an abort, the failover a restore from the
     latest completed checkpoint, and trace validation accepts every channel's trace."""
     from cutcheck.reference.batch import make_engine
-    from cutcheck.reference.tracing import validate_run
+    from cutcheck.reference.checks.tracing import validate_run
 
     engine = make_engine(Scenario.from_json(_expiring(None)), trace=True)
     engine.run()
@@ -408,7 +408,7 @@ def _restores(draw: Any) -> tuple[JobGraph, CompletedCheckpoint, dict[str, int]]
 @given(_restores())
 def test_the_engine_refuses_exactly_where_the_independent_statement_of_flinks_rule_does(
         restore: tuple[JobGraph, CompletedCheckpoint, dict[str, int]]) -> None:
-    """``reference.rescale_refusal`` against ``rescale_helpers.flink_refuses`` (written separately,
+    """``reference.recovery.rescale_refusal`` against ``rescale_helpers.flink_refuses`` (written separately,
     edge by edge) on random graphs with several edges per vertex and pointwise or broadcast edges."""
     from tests.reference.rescale_helpers import flink_refuses
 

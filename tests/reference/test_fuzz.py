@@ -9,9 +9,9 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.fuzz import hypothesis_campaign, kill, seed_campaign
-from cutcheck.reference.generate import scenario_from_seed
-from cutcheck.reference.mutations import MUTANTS
+from cutcheck.reference.faults.catalogue import MUTANTS
+from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign, kill, seed_campaign
+from cutcheck.reference.fuzzing.generate import scenario_from_seed
 
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))

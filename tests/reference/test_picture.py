@@ -13,11 +13,11 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
-from cutcheck.reference import picture as pic_module
 from cutcheck.reference import simulate
 from cutcheck.reference.logs import arrow_schema
-from cutcheck.reference.picture import build_picture
-from cutcheck.reference.picture_draw import draw_picture
+from cutcheck.reference.pictures import picture as pic_module
+from cutcheck.reference.pictures.draw import draw_picture
+from cutcheck.reference.pictures.picture import build_picture
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TINY_GRAPH = {

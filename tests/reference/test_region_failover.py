@@ -18,8 +18,8 @@ from hypothesis import strategies as st
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.checks.tracing import validate_run
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.tracing import validate_run
 from tests.reference.helpers import scenario
 from tests.reference.test_rescale import rescale_graphs
 

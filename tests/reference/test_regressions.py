@@ -8,8 +8,8 @@ from pathlib import Path
 
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import make_engine
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.tracing import validate_run
+from cutcheck.reference.checks.tracing import validate_run
+from cutcheck.reference.runtime.operators import InvariantViolation
 
 HERE = Path(__file__).resolve().parent / "regressions"
 
@@ -44,8 +44,8 @@ def test_seeds_that_starved_or_deadlocked_now_finish_clean() -> None:
     barriers), and seed 577, a forced-aligned join under backpressure that only expiry ends; with
     Flink's default tolerance of no failed checkpoint each such expiry fails the job over, and it
     still finishes (checkpoints complete between the stalls)."""
-    from cutcheck.reference.fuzz import verdict_of_seed
-    from cutcheck.reference.generate import scenario_from_seed
+    from cutcheck.reference.fuzzing.campaigns import verdict_of_seed
+    from cutcheck.reference.fuzzing.generate import scenario_from_seed
 
     for seed in (19, 60, 75, 85, 236):
         v = verdict_of_seed(seed, (), {"storage": True})

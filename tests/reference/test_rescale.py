@@ -17,10 +17,10 @@ from cutcheck.model.keygroups import assign_to_key_group, key_group_range
 from cutcheck.model.partitioning import make_selector
 from cutcheck.reference import Scenario
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.network import Buf
-from cutcheck.reference.rescale import rescaled_assignment
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.tasks import TaskSnapshot
+from cutcheck.reference.recovery.rescale import rescaled_assignment
+from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.tasks import TaskSnapshot
+from cutcheck.reference.storage.memory import CompletedCheckpoint
 from tests.reference.helpers import scenario
 from tests.reference.rescale_helpers import flink_refuses, moved_records, parse_moves, run
 

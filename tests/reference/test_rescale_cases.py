@@ -16,11 +16,11 @@ from cutcheck.model.execution import SubtaskId
 from cutcheck.model.keygroups import key_group_range
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.fanout import BroadcastFanout
-from cutcheck.reference.network import Buf
-from cutcheck.reference.rescale import assign_operator_state, split_distribute
-from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
-from cutcheck.reference.tasks import TaskSnapshot
+from cutcheck.reference.recovery.fanout import BroadcastFanout
+from cutcheck.reference.recovery.rescale import assign_operator_state, split_distribute
+from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.tasks import TaskSnapshot
+from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
 from tests.reference.helpers import scenario, small_graph
 from tests.reference.rescale_helpers import flink_refuses, moved_records, parse_moves, run
 from tests.strategies import job_graph_dicts
@@ -80,7 +80,7 @@ def test_operator_state_moves_by_key_group_list_round_robin_and_broadcast_copy()
 
 def test_keyed_broadcast_rescale_up_and_down_is_exactly_once() -> None:
     """Broadcast state copied, keyed state split, and the broadcast's copies follow the parallelism
-    at the time each element crossed the edge (reference.fanout)."""
+    at the time each element crossed the edge (reference.recovery.fanout)."""
     g = keyed_broadcast_graph(3)
     g["vertices"][0]["records"], g["vertices"][1]["records"] = 300, 40
     for seed in range(1, 4):
@@ -113,7 +113,7 @@ def test_nested_broadcast_copies_in_flight_between_the_broadcasts() -> None:
 
 @given(job_graph_dicts(blocking=False, max_middle=4))
 def test_broadcast_fanout_agrees_with_the_static_expectation_before_any_rescale(graph: dict[str, Any]) -> None:
-    """reference.fanout counts copies by walking the graph; with no rescale it must give exactly the
+    """reference.recovery.fanout counts copies by walking the graph; with no rescale it must give exactly the
     copies the oracle's static routes promise, for every record."""
     engine = Engine(Scenario.from_json({"graph": graph}))
     expect = engine.expect

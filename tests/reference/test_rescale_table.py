@@ -24,8 +24,8 @@ import pytest
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.network import Buf
-from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
 from tests.reference.helpers import scenario
 from tests.reference.rescale_helpers import flink_refuses as refuses_per_vertex
 

@@ -10,8 +10,8 @@ from cutcheck.model.execution import SubtaskId
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.network import END_OF_PARTITION, Buf, EndOfPartition
-from cutcheck.reference.shuffle import (
+from cutcheck.reference.runtime.network import END_OF_PARTITION, Buf, EndOfPartition
+from cutcheck.reference.shuffle.partitions import (
     BlockingReader,
     BlockingShuffleMaster,
     BlockingWriter,
@@ -19,7 +19,7 @@ from cutcheck.reference.shuffle import (
     ProducerDescriptor,
     ResultPartitionID,
 )
-from cutcheck.reference.shuffle_service import ShuffleService
+from cutcheck.reference.shuffle.service import ShuffleService
 from tests.reference.helpers import scenario, small_graph
 
 

@@ -172,7 +172,7 @@ def test_verify_names_what_each_check_asserted_and_reports_values(work: Path, mo
     from cutcheck import proofs, spark_validation
     from cutcheck.cli import app
     from cutcheck.proofs.registry import ProofResult
-    from cutcheck.reference import fuzz as fz
+    from cutcheck.reference.fuzzing import campaigns as fz
 
     monkeypatch.setattr(proofs, "run", lambda: [
         ProofResult("cut-unaligned", "proved", "unbounded", 0.1),

@@ -16,10 +16,10 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import inspect
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.memory import CompletedCheckpoint
 from tests.reference.helpers import ROOT, scenario, small_graph
 from tests.reference.test_storage_support import PARALLELISM, SIDS, advance, initial_state, make_snapshot
 

@@ -15,12 +15,12 @@ from typing import Any
 import pytest
 
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_files import CRASH_ENV
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import inspect
-from cutcheck.reference.storage_meta import load_checkpoint
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.files import CRASH_ENV
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.meta import load_checkpoint
 from tests.reference.helpers import ROOT, scenario, small_graph
 from tests.reference.test_storage_support import norm
 

@@ -15,14 +15,14 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.mutations import Mutants
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
-from cutcheck.reference.storage_codec import decode, dumps, encode, loads
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import inspect
-from cutcheck.reference.storage_meta import load_checkpoint, referenced_files
+from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.storage.codec import decode, dumps, encode, loads
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.storage.meta import load_checkpoint, referenced_files
 from tests.reference.test_storage_support import (
     PARALLELISM,
     SIDS,

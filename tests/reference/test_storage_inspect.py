@@ -17,11 +17,11 @@ from hypothesis import strategies as st
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import delete_orphans, inspect, orphan_reason
-from cutcheck.reference.storage_meta import load_checkpoint
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import delete_orphans, inspect, orphan_reason
+from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.meta import load_checkpoint
 from tests.reference.helpers import scenario, small_graph
 from tests.reference.test_storage_support import (
     PARALLELISM,

@@ -15,8 +15,8 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
-from cutcheck.reference.storage_inspect import inspect
-from cutcheck.reference.storage_lifecycle import expires_at, safe_days
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.lifecycle import expires_at, safe_days
 from tests.reference.helpers import scenario, small_graph
 from tests.reference.test_storage_cli import assert_user_error, simulated
 

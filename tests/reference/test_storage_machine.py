@@ -32,14 +32,14 @@ from hypothesis.stateful import (
 )
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.mutations import Mutants
-from cutcheck.reference.operators import InvariantViolation
-from cutcheck.reference.storage import CompletedCheckpoint, InMemoryStorage
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import CheckpointListing
-from cutcheck.reference.storage_inspect import inspect as _inspect
-from cutcheck.reference.storage_meta import load_checkpoint
+from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.runtime.operators import InvariantViolation
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import CheckpointListing
+from cutcheck.reference.storage.inspection import inspect as _inspect
+from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
+from cutcheck.reference.storage.meta import load_checkpoint
 from tests.reference.test_storage_support import (
     PARALLELISM,
     SIDS,

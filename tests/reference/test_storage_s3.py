@@ -16,8 +16,8 @@ from typer.testing import CliRunner
 
 from cutcheck.cli import app
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage_inspect import inspect
-from cutcheck.reference.storage_store import QUARANTINE_DIR, open_store
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.store import QUARANTINE_DIR, open_store
 from tests.reference.s3_server import S3, _free_port, age, flink_metadata, s3_fixture, s3_server_fixture  # noqa: F401
 from tests.reference.test_storage_cli import JOB, assert_user_error, simulated
 
@@ -104,7 +104,7 @@ def test_a_missing_object_is_not_restorable_and_blocks_delete(s3: S3) -> None:
 
 
 def test_a_failed_copy_leaves_every_original_and_no_copy(s3: S3, monkeypatch: pytest.MonkeyPatch) -> None:
-    from cutcheck.reference.storage_s3 import S3Store
+    from cutcheck.reference.storage.s3 import S3Store
 
     bucket = s3.bucket("flink-interrupted")
     roles = flink_job(s3, bucket)
@@ -218,7 +218,7 @@ def test_pyarrow_door_reads_the_same_bucket(s3: S3) -> None:
     """The generic PyArrow store (any FileSystem.from_uri) on the same server gives the same listing."""
     import pyarrow.fs as pafs
 
-    from cutcheck.reference.storage_store import ArrowStore
+    from cutcheck.reference.storage.store import ArrowStore
 
     bucket = s3.bucket("flink-arrow")
     roles = flink_job(s3, bucket)
@@ -234,7 +234,7 @@ def test_any_pyarrow_filesystem_lists_like_the_local_disk(tmp_path: Path) -> Non
     """The generic door over a PyArrow FileSystem (here PyArrow's own local one) gives the local listing."""
     import pyarrow.fs as pafs
 
-    from cutcheck.reference.storage_store import ArrowStore
+    from cutcheck.reference.storage.store import ArrowStore
 
     _, ck = simulated(tmp_path / "run")
     stray = ck / JOB / "shared" / "stray"
@@ -296,9 +296,9 @@ def test_a_hundred_thousand_shared_objects(s3: S3, capsys: pytest.CaptureFixture
     import datetime
     import time
 
-    from cutcheck.reference.storage_inspect import orphan_reason
-    from cutcheck.reference.storage_quarantine import quarantine
-    from cutcheck.reference.storage_s3 import S3Store
+    from cutcheck.reference.storage.inspection import orphan_reason
+    from cutcheck.reference.storage.quarantine import quarantine
+    from cutcheck.reference.storage.s3 import S3Store
     from tests.reference.s3_server import backend, put_many, stored_keys
 
     bucket = s3.bucket("flink-100k")

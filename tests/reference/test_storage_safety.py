@@ -19,13 +19,13 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.storage_config import StorageConfig
-from cutcheck.reference.storage_fs import FsCheckpointStorage
-from cutcheck.reference.storage_inspect import inspect
-from cutcheck.reference.storage_meta import load_checkpoint
-from cutcheck.reference.storage_quarantine import parse_age
-from cutcheck.reference.storage_scope import QUARANTINE_DIR
+from cutcheck.reference.storage.config import StorageConfig
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.meta import load_checkpoint
+from cutcheck.reference.storage.quarantine import parse_age
+from cutcheck.reference.storage.scope import QUARANTINE_DIR
 from tests.reference.test_storage_cli import JOB, assert_user_error, simulated
 from tests.reference.test_storage_support import (
     PARALLELISM,

@@ -10,9 +10,9 @@ import random
 from typing import Any
 
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.network import Buf
-from cutcheck.reference.storage import CompletedCheckpoint
-from cutcheck.reference.tasks import TaskSnapshot
+from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.tasks import TaskSnapshot
+from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 SIDS = [SubtaskId("src", 0), SubtaskId("count", 0), SubtaskId("count", 1), SubtaskId("sink", 0)]
 PARALLELISM = {"src": 1, "count": 2, "sink": 1}

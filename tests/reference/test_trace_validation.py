@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.generate import MODES, scenario_dict
-from cutcheck.reference.tracing import validate_run
+from cutcheck.reference.checks.tracing import validate_run
+from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
 
 
 class _Draw:
@@ -66,7 +66,7 @@ class _SeedDraw:
 def test_mutated_engine_traces_are_rejected(mutant: str) -> None:
     """With the engine's own CUT check off, trace validation alone rejects the faulty engine."""
     from cutcheck.reference.batch import make_engine
-    from cutcheck.reference.operators import InvariantViolation
+    from cutcheck.reference.runtime.operators import InvariantViolation
 
     for seed in range(60):
         sdict = scenario_dict(_SeedDraw(seed), modes=("unaligned",), max_records=150, rescale=False)

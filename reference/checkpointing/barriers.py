@@ -1,0 +1,230 @@
+"""Barrier handling: one small class per handler state, whose methods are the events.
+
+Modelled on Flink's ``SingleCheckpointBarrierHandler`` states (facts §3.4–§3.6):
+
+* ``WaitingForFirstBarrier``: idle; the first barrier decides what follows.
+* ``CollectingBarriers``: aligned; each channel blocks at its barrier, the snapshot comes after the last.
+* ``CollectingBarriersUnaligned``: the snapshot was taken at the first barrier; channels whose barrier
+  has not arrived keep persisting their pre-barrier data as input state.
+* ``TrackingBarriers``: at-least-once; nothing blocks, the snapshot comes after the last barrier.
+
+Each method returns the next state. The task (``reference.runtime.tasks.Task``) supplies the effects:
+``take_snapshot``, ``capture_input_state``, ``block``/``unblock`` and ``acknowledge``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cutcheck.reference.runtime.network import Barrier, InputChannel
+
+if TYPE_CHECKING:
+    from cutcheck.reference.runtime.tasks import Task
+
+
+class HandlerState:
+    cp: int = -1
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        raise NotImplementedError
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        return self
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        return self
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        return self
+
+
+class WaitingForFirstBarrier(HandlerState):
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp <= task.last_cp:
+            task.resume(ch)  # a late barrier of a checkpoint this task finished or aborted
+            return self
+        if b.options == "at_least_once":
+            return TrackingBarriers().barrier_received(task, ch, b)
+        if b.priority:  # an unaligned barrier (or one its sender converted on timeout)
+            return CollectingBarriersUnaligned.start(task, b, first=ch)
+        return CollectingBarriers(b).barrier_received(task, ch, b)
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        # Before any barrier was taken: announced (queued) barriers are prioritised and the
+        # checkpoint continues unaligned (AlternatingWaitingForFirstBarrier.alignedCheckpointTimeout).
+        queued = task.queued_barrier(cp)
+        if queued is None or queued.options != "timeoutable":
+            return self
+        return CollectingBarriersUnaligned.start(task, queued, first=None)
+
+
+class CollectingBarriers(HandlerState):
+    """Aligned: block each channel at its barrier; snapshot after the last one."""
+
+    def __init__(self, b: Barrier):
+        self.barrier = b
+        self.cp = b.cp
+        self.received: set[int] = set()
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp > self.cp:
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
+            task.unblock_all()
+            return WaitingForFirstBarrier().barrier_received(task, ch, b)
+        if b.cp < self.cp:
+            task.resume(ch)
+            return self
+        if b.priority and self.barrier.options == "timeoutable":
+            self.received.add(ch.index_in_task)
+            return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+        task.block(ch)
+        self.received.add(ch.index_in_task)
+        if task.all_received(self.received):
+            return self._complete(task)
+        if task.timed_out(self.barrier):
+            # Flink asks "all barriers received?" before "timed out?" (AbstractAlternatingAligned-
+            # BarrierHandlerState.barrierReceived): only a barrier that leaves others outstanding
+            # switches; the channel stays blocked until the checkpoint ends at this task.
+            return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+        return self
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        self.received.add(ch.index_in_task)
+        return self._complete(task) if task.all_received(self.received) else self
+
+    def _complete(self, task: Task) -> HandlerState:
+        task.take_snapshot(self.barrier, unaligned=False)
+        task.unblock_all()
+        task.input_side_done(self.cp)
+        return WaitingForFirstBarrier()
+
+    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp or self.barrier.options != "timeoutable":
+            return self  # forced-aligned barriers never time out
+        return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp:
+            return self
+        task.unblock_all()
+        return WaitingForFirstBarrier()
+
+
+class CollectingBarriersUnaligned(HandlerState):
+    """The snapshot is taken; wait for the remaining barriers while persisting pre-barrier input."""
+
+    def __init__(self, b: Barrier, received: set[int]):
+        self.barrier = b
+        self.cp = b.cp
+        self.received = received
+
+    @classmethod
+    def start(cls, task: Task, b: Barrier, first: InputChannel | None) -> HandlerState:
+        received: set[int] = set() if first is None else {first.index_in_task}
+        received |= task.prioritise_queued_barriers(b.cp)
+        received |= {ch.index_in_task for ch in task.channels if ch.eop_arrived}  # see Engine._do_transmit
+        task.take_snapshot(b, unaligned=True, received=received, first=first)
+        return cls(b, received)._maybe_complete(task)
+
+    @classmethod
+    def switch(cls, task: Task, b: Barrier, received: set[int]) -> HandlerState:
+        """Aligned → unaligned on timeout (AlternatingCollectingBarriers.alignedCheckpointTimeout).
+
+        Channels already blocked stay blocked until the checkpoint finishes at this task.
+        """
+        received = set(received) | task.prioritise_queued_barriers(b.cp)
+        received |= {ch.index_in_task for ch in task.channels if ch.eop_arrived}
+        task.take_snapshot(b, unaligned=True, received=received)
+        return cls(b, received)._maybe_complete(task)
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        if b.cp > self.cp:
+            task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
+            task.stop_persisting()
+            task.unblock_all()
+            return WaitingForFirstBarrier().barrier_received(task, ch, b)
+        if b.cp < self.cp:
+            task.resume(ch)
+            return self
+        self.received.add(ch.index_in_task)
+        ch.persisting = None
+        return self._maybe_complete(task)
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        self.received.add(ch.index_in_task)
+        ch.persisting = None
+        return self._maybe_complete(task)
+
+    def _maybe_complete(self, task: Task) -> HandlerState:
+        if not task.all_received(self.received):
+            return self
+        task.stop_persisting()
+        task.unblock_all()
+        task.input_side_done(self.cp)
+        return WaitingForFirstBarrier()
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        if cp != self.cp:
+            return self
+        task.stop_persisting()
+        task.unblock_all()
+        return WaitingForFirstBarrier()
+
+
+MAX_CHECKPOINTS_TO_TRACK = 50  # CheckpointBarrierTracker's bound on partly aligned checkpoints
+
+
+class _Count:
+    """One partly aligned checkpoint of the tracker: its barrier and the channels it came on."""
+
+    def __init__(self, b: Barrier):
+        self.barrier = b
+        self.received: set[int] = set()
+
+
+class TrackingBarriers(HandlerState):
+    """At-least-once (CheckpointBarrierTracker): count barriers, never block; snapshot after the last.
+
+    Up to ``MAX_CHECKPOINTS_TO_TRACK`` checkpoints are tracked at once, oldest first. A newer
+    barrier declines nothing: older checkpoints are dropped (silently, the coordinator subsumes or
+    expires them) only when a newer one completes here, or when a 51st one starts. A first barrier
+    of a checkpoint not newer than the newest tracked (or finished) one can no longer complete and
+    is ignored. With nothing tracked the task is idle again (``WaitingForFirstBarrier``).
+    """
+
+    def __init__(self) -> None:
+        self.pending: list[_Count] = []
+
+    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+        count = next((c for c in self.pending if c.barrier.cp == b.cp), None)
+        if count is None:
+            newest = self.pending[-1].barrier.cp if self.pending else -1
+            if b.cp <= max(newest, task.last_cp):
+                return self._idle()
+            count = _Count(b)
+            self.pending.append(count)
+            if len(self.pending) > MAX_CHECKPOINTS_TO_TRACK:
+                self.pending.pop(0)
+        count.received.add(ch.index_in_task)
+        return self._complete(task, count) if task.all_received(count.received) else self
+
+    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+        # Newest first, as the tracker does: the channel counts for each until one completes.
+        for count in reversed(self.pending):
+            count.received.add(ch.index_in_task)
+            if task.all_received(count.received):
+                return self._complete(task, count)
+        return self
+
+    def _complete(self, task: Task, count: _Count) -> HandlerState:
+        del self.pending[: self.pending.index(count) + 1]  # it and every older one (now subsumed)
+        task.take_snapshot(count.barrier, unaligned=False)
+        task.input_side_done(count.barrier.cp)
+        return self._idle()
+
+    def abort(self, task: Task, cp: int) -> HandlerState:
+        self.pending = [c for c in self.pending if c.barrier.cp != cp]
+        return self._idle()
+
+    def _idle(self) -> HandlerState:
+        return self if self.pending else WaitingForFirstBarrier()

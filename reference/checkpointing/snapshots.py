@@ -1,0 +1,158 @@
+"""The snapshot step of a task (facts §3.3–§3.4) and the capture of channel state.
+
+Order within the synchronous part, as in ``SubtaskCheckpointCoordinatorImpl.checkpointState``:
+input state is captured (unaligned), the operator prepares (sink writers pre-commit), the barrier
+is sent on every output (overtaking queued output as a priority event when unaligned, whose data
+become output state), then the operator state is copied.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
+from cutcheck.reference.runtime.tasks import TaskSnapshot
+
+if TYPE_CHECKING:
+    from cutcheck.reference.runtime.tasks import Task
+
+
+def _slice_from(buf: Buf, pos: int, cut: int | None) -> Buf | None:
+    """The records of ``buf`` from ``pos`` on whose sequence number is below ``cut`` (if known)."""
+    lo = buf.seq0 + pos
+    hi = buf.seq0 + len(buf.recs) if cut is None else min(cut, buf.seq0 + len(buf.recs))
+    if hi <= lo:
+        return None
+    return Buf(buf.recs[lo - buf.seq0:hi - buf.seq0], lo, buf.origin)
+
+
+def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
+    """Unconsumed recovered data, then queued data buffers before the barrier (facts §3.4)."""
+    captured: list[Buf] = []
+    pos = ch.head_pos
+    if "early-checkpoint-in-recovery" not in task.engine.mutants:
+        for buf in ch.recovered:
+            piece = _slice_from(buf, pos, cut)
+            pos = 0
+            if piece is not None:
+                captured.append(piece)
+    elif ch.recovered:
+        pos = 0  # the mutant forgets recovered data, and with it the deserializer's progress
+    for item in ch.queue:
+        if isinstance(item, Buf):
+            piece = _slice_from(item, pos if not ch.recovered else 0, cut)
+            if piece is not None:
+                captured.append(piece)
+        pos = 0
+    return captured
+
+
+def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int], first: InputChannel | None,
+                  direct: bool = False) -> TaskSnapshot:
+    engine = task.engine
+    cp = b.cp
+    task.last_cp = max(task.last_cp, cp)
+    if unaligned and first is not None and "process-after-barrier" in engine.mutants:
+        # The bug: drain the channel that delivered the barrier, post-barrier data included, first.
+        while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
+            task.process(first)
+    snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)
+    # Alignment: the steps this task spent between its first barrier and its snapshot.
+    first_step = task.first_barrier.pop(cp, engine.step)
+    engine.alignment_steps[cp] = engine.alignment_steps.get(cp, 0) + engine.step - first_step
+    for ch in task.channels:
+        key = task.channel_key(ch)
+        snap.processed[key] = ch.processed
+        if not unaligned:
+            continue
+        if "partial-input-state" in engine.mutants and ch.gate.index != 0:
+            continue  # the bug: only the first gate's channels are captured
+        if direct:
+            # Triggered directly (every producer finished and sent all it had): no barrier will come,
+            # and everything still queued is before the cut.
+            snap.input_state[key] = capture_input(task, ch, None)
+            continue
+        known = ch.barrier_arrived == cp
+        snap.input_state[key] = capture_input(task, ch, ch.barrier_cut if known else None)
+        if not known and not ch.ended and not ch.eop_arrived:
+            ch.persisting = cp  # until this channel's barrier arrives (or its end of partition)
+    task.snapshots[cp] = snap
+    pre_barrier = getattr(task.op, "pre_barrier", None)
+    if pre_barrier is not None:
+        pre_barrier(cp)
+    options = engine.coordinator.options(cp)
+    for p in task.partitions:
+        uc_capable = engine.edge_unaligned[p.edge]
+        for sp in p.subpartitions:
+            task.finish_buffer(sp)
+            key = (p.edge, task.sid.index, sp.consumer)
+            snap.emitted[key] = sp.emitted
+            eop_queued = task.finished and any(isinstance(x, EndOfPartition) for x in sp.queue)
+            if task.finished and not eop_queued:
+                # Our end of partition is already sent: it stands in for the barrier (the receiver
+                # counts the channel's barrier as arrived with it), so nothing is in flight after
+                # the cut and there is no output state.
+                snap.output_state[key] = []
+                continue
+            opts = options if (uc_capable or options == "at_least_once") else "forced_aligned"
+            priority = opts == "unaligned" or (opts == "timeoutable" and engine.timed_out(cp))
+            if task.finished and not priority:
+                # Finished, its data and end of partition still queued: in order, the end of
+                # partition comes where the barrier would, and stands in for it. (A barrier put
+                # before it would block the channel at an aligning consumer, and with checkpoints
+                # triggered faster than that consumer aligns, the end of partition would never go.)
+                snap.output_state[key] = []
+                continue
+            barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)
+            if priority:
+                state = [Buf(list(x.recs), x.seq0, x.origin) for x in sp.queue if isinstance(x, Buf)]
+                if "early-checkpoint-in-recovery" in engine.mutants:
+                    state = [x for x in state if x.seq0 >= sp.recovered_end]  # the bug: recovered output is not captured
+                snap.output_state[key] = [] if "no-output-state" in engine.mutants else state
+                barrier.cut = sp.transmitted
+                at = 0
+                while at < len(sp.queue) and isinstance(sp.queue[at], Barrier) and sp.queue[at].priority:
+                    at += 1
+                sp.queue.insert(at, barrier)
+            else:
+                barrier.cut = sp.emitted
+                snap.output_state[key] = []
+                sp.queue.append(barrier)
+                if opts == "timeoutable":
+                    snap.outputs_pending += 1
+            if sp.trace is not None:
+                sp.trace.append(("snapshot_up", cp, "unaligned" if priority else "aligned"))
+    snap.operator = task.op.snapshot()
+    for ch in task.channels:
+        if ch.sender is not None and ch.sender.trace is not None:
+            ch.sender.trace.append(("snapshot_down", cp))
+    if not task.channels or direct:
+        snap.input_done = True
+        engine.maybe_acknowledge(task, snap)
+    return snap
+
+
+def convert_timed_out_barrier(task: Task, cp: int) -> None:
+    """Sender side of the aligned-checkpoint timeout: a queued timeoutable barrier overtakes its data."""
+    snap = task.snapshots.get(cp)
+    for p in task.partitions:
+        for sp in p.subpartitions:
+            for at, item in enumerate(sp.queue):
+                if isinstance(item, Barrier) and item.cp == cp and not item.priority and item.options == "timeoutable":
+                    ahead = [x for x in list(sp.queue)[:at] if isinstance(x, Buf)]
+                    del sp.queue[at]
+                    item.priority, item.cut = True, sp.transmitted
+                    front = 0
+                    while front < len(sp.queue) and isinstance(sp.queue[front], Barrier) and sp.queue[front].priority:
+                        front += 1
+                    sp.queue.insert(front, item)
+                    if snap is not None:
+                        key = (p.edge, task.sid.index, sp.consumer)
+                        state = [Buf(list(x.recs), x.seq0, x.origin) for x in ahead]
+                        snap.output_state[key] = [] if "no-output-state" in task.engine.mutants else state
+                        snap.outputs_pending -= 1
+                    if sp.trace is not None:
+                        sp.trace.append(("timeout_switch", cp))
+                    break
+    if snap is not None:
+        task.engine.maybe_acknowledge(task, snap)

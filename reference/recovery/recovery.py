@@ -1,0 +1,126 @@
+"""Failure and recovery: global failover from the latest completed checkpoint (streaming jobs; region
+failover is reference.recovery.region_failover).
+
+Restore order follows Flink (facts §3.8): recovered output state is queued in each subpartition
+before anything new, followed by EndOfChannelState, which holds the subpartition until the
+consumer's whole gate has seen it; recovered input state is consumed before the gate reads any
+live data. Committers re-commit what the restored checkpoint holds; writers abort the rest.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from typing import TYPE_CHECKING, Any
+
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
+from cutcheck.reference.storage.memory import CompletedCheckpoint
+
+if TYPE_CHECKING:
+    from cutcheck.reference.engine import Engine
+
+
+def global_failover(engine: Engine, target: str, failure_index: int | None) -> None:
+    engine.event("failure", target)
+    engine.restarts += 1
+    engine.coordinator.abort_all("job failover", "JOB_FAILURE")
+    engine.coordinator.job_failure = None  # the failover this was asking for
+    engine.notifications.clear()
+    latest = engine.storage.latest()
+    new_parallelism = None
+    for r in engine.scenario.rescales:
+        if r.on_failure == failure_index:
+            new_parallelism = dict(r.parallelism)
+    keep: set[str] = set()
+    if latest is not None:
+        for sid, snap in latest.tasks.items():
+            if engine.graph.vertex(sid.vertex).kind == "sink":
+                keep |= {e[1] for e in snap.operator.get("pending", [])}
+    engine.store.abort_all_except(keep)
+    engine.attempt += 1
+    rescaled = bool(new_parallelism) and any(engine.parallelism.get(v) != p for v, p in new_parallelism.items())
+    if engine.tracing:
+        if latest is None or rescaled:
+            engine.trace_archive.append(engine.traces)
+            engine.traces = {}
+            # Rescaled channels start with in-flight data of other channels (virtual channels),
+            # which a channel trace cannot account for: stop recording. A restart from scratch
+            # starts with empty channels, so recording simply begins again.
+            engine.trace_suspended = engine.trace_suspended or (rescaled and latest is not None)
+        else:
+            from cutcheck.reference.checks.tracing import on_restore
+
+            on_restore(engine, latest.cp)
+    if latest is None:
+        engine._build(None, new_parallelism)
+        if rescaled:
+            from cutcheck.reference.recovery.fanout import after_restore
+
+            after_restore(engine, None)  # broadcast copies follow the new parallelism from the start
+        engine.event("restart", "no completed checkpoint: from the beginning")
+    else:
+        engine._build(latest, new_parallelism)
+        engine.event("restore", f"checkpoint {latest.cp}" + (f", parallelism {new_parallelism}" if rescaled else ""))
+    engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
+
+
+def restore_state(engine: Engine, done: CompletedCheckpoint, only: Collection[SubtaskId] | None = None) -> dict[str, Any]:
+    """Give every new subtask its operator state and every new channel its in-flight data; with
+    ``only`` (region failover), only those subtasks and the channels into them."""
+    if done.parallelism != engine.parallelism:
+        from cutcheck.reference.recovery.rescale import rescaled_assignment
+
+        operator_states, channel_states, report = rescaled_assignment(engine, done)
+    else:
+        operator_states = {sid: snap.operator for sid, snap in done.tasks.items()}
+        channel_states = {}
+        for snap in done.tasks.values():
+            if only is not None and snap.sid not in only:
+                continue  # a region holds both ends of each of its channels
+            for key, bufs in snap.input_state.items():
+                channel_states.setdefault(key, ([], []))[0].extend(bufs)
+            for key, bufs in snap.output_state.items():
+                channel_states.setdefault(key, ([], []))[1].extend(bufs)
+        report = {"checkpoint": done.cp, "rescaled": False, "edges": {}}
+        for (edge, _, _), (inp, out) in channel_states.items():
+            e = report["edges"].setdefault(edge, {"input_records": 0, "output_records": 0, "filtered": 0})
+            e["input_records"] += sum(len(b.recs) for b in inp)
+            e["output_records"] += sum(len(b.recs) for b in out)
+    tasks = [t for t in engine.tasks.values() if only is None or t.sid in only]
+    for task in tasks:
+        state = operator_states.get(task.sid)
+        if state is not None:
+            task.op.restore(state)
+        task.last_cp = done.cp
+    install_channel_state(engine, channel_states, only)
+    for task in tasks:
+        if task.vertex.kind == "sink":
+            task.op.recover_and_commit(done.cp)  # type: ignore[attr-defined]
+    return report
+
+
+def install_channel_state(engine: Engine, channel_states: dict[tuple[int, int, int], tuple[list[Buf], list[Buf]]],
+                          only: Collection[SubtaskId] | None = None) -> None:
+    """Recovered input first (sequence numbers from 0), then recovered output, then live data."""
+    for sp in engine.subpartitions:
+        if only is not None and sp.task.sid not in only:
+            continue
+        ch = sp.channel
+        key = (sp.partition.edge, sp.task.sid.index, sp.consumer)
+        inp, out = channel_states.get(key, ([], []))
+        seq = 0
+        for b in inp:
+            ch.recovered.append(Buf(list(b.recs), seq, b.origin))
+            seq += len(b.recs)
+        sp.transmitted = seq
+        for b in out:
+            sp.queue.append(Buf(list(b.recs), seq, b.origin))
+            sp.partition.in_use += 1
+            seq += len(b.recs)
+        sp.emitted = sp.recovered_end = seq
+        sp.queue.append(END_OF_CHANNEL_STATE)
+        ch.recovery_pending = True
+
+
+def subtask(vertex: str, index: int) -> SubtaskId:
+    return SubtaskId(vertex, index)

@@ -1,0 +1,251 @@
+"""Operators of DESIGN's vertex kinds. Each turns one input record into zero or more output records.
+
+State is kept so that a snapshot is a cheap copy and a restore (with or without rescaling) can
+split it: keyed state is stored per key group; operator (list) state is a list of entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+
+from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.reference.runtime.records import (
+    COUNT,
+    COUNTER,
+    KEY,
+    OFFSET,
+    RID,
+    SPLIT,
+    VALUE,
+    filter_keeps,
+    map_value,
+)
+
+if TYPE_CHECKING:
+    from cutcheck.reference.runtime.network import InputChannel
+    from cutcheck.reference.runtime.tasks import Task
+
+
+class InvariantViolation(Exception):
+    """An invariant of DESIGN was broken; ``name`` is CUT, ORDER, OWNERSHIP, COMMIT, BOUND or EXACTLY_ONCE."""
+
+    def __init__(self, name: str, detail: str):
+        super().__init__(f"{name}: {detail}")
+        self.name = name
+        self.detail = detail
+
+
+class Operator:
+    """Stateless pass-through; subclasses override ``apply``, ``snapshot`` and ``restore``."""
+
+    keyed = False
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        self.task.emit(rec)
+
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        """Apply ``recs[i:stop]`` in order until the task's output is full; returns the index of the
+        first record not applied. Operators on the per-record hot path define their transformation
+        here, inside the loop, and ``apply`` in terms of it (one Python call per buffer, not per record)."""
+        task, apply = self.task, self.apply
+        while i < stop and not task.out_blocked:
+            apply(recs[i], ch)
+            i += 1
+        return i
+
+    def snapshot(self) -> dict[str, Any]:
+        return {}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        pass
+
+    def end_of_input(self) -> None:
+        pass
+
+
+class MapOperator(Operator):
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        self.apply_many([rec], 0, 1, ch)
+
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        task = self.task
+        emit = task.emit
+        while i < stop and not task.out_blocked:
+            rec = recs[i]
+            emit((rec[RID], rec[KEY], map_value(rec[VALUE]), rec[SPLIT], rec[OFFSET], rec[COUNT], rec[COUNTER]))
+            i += 1
+        return i
+
+
+class FilterOperator(Operator):
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.drop_every = task.vertex.drop_every
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        if filter_keeps(rec[RID], self.drop_every):
+            self.task.emit(rec)
+
+
+class KeyedOperator(Operator):
+    """Keyed state by key group, with the OWNERSHIP and ORDER checks every keyed record passes."""
+
+    keyed = True
+
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.max_parallelism = task.max_parallelism
+        self.range = key_group_range(self.max_parallelism, task.parallelism, task.sid.index)
+        self.kg_cache: dict[int, int] = {}
+        # key group -> {key: count}
+        self.counts: dict[int, dict[int, int]] = {}
+        # key group -> {(key, split, edge, producer): last offset}: ORDER per key, split and channel lineage
+        self.order: dict[int, dict[tuple[int, int, int, int], int]] = {}
+        # At-least-once promises neither CUT nor ORDER across a restore (replayed records were
+        # already applied), only that nothing is lost; its control is the EXACTLY_ONCE verdict.
+        at_least_once = task.engine.scenario.checkpoint.mode == "at_least_once"
+        self.check_order_edges: frozenset[int] = (
+            frozenset() if at_least_once else task.engine.order_edges.get(task.sid.vertex, frozenset())
+        )
+
+    def key_group(self, key: int) -> int:
+        kg = self.kg_cache.get(key)
+        if kg is None:
+            kg = self.kg_cache[key] = assign_to_key_group(key, self.max_parallelism)
+        return kg
+
+    def check(self, rec: tuple, ch: InputChannel) -> int:
+        """OWNERSHIP and ORDER of one record; returns its key group."""
+        for _, kg in self.checked([rec], 0, 1, ch):
+            return kg
+        raise AssertionError("unreachable: checked() yields every record or raises")
+
+    def checked(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> Iterator[tuple[tuple, int]]:
+        """Yield ``(record, key group)`` for ``recs[i:stop]``, each after its OWNERSHIP and ORDER
+        checks. Lazily: a caller that stops early (its output is full) leaves the rest unchecked.
+        Every keyed record passes here, so what is fixed for the buffer (its channel's edge and
+        lineage) is looked up once."""
+        kg_cache, lo, hi, mp = self.kg_cache, self.range.start, self.range.end, self.max_parallelism
+        ordered = ch.edge in self.check_order_edges
+        edge, producer, order_state = ch.edge, self.task.lineage, self.order
+        for j in range(i, stop):
+            rec = recs[j]
+            key = rec[KEY]
+            kg = kg_cache.get(key)
+            if kg is None:
+                kg = kg_cache[key] = assign_to_key_group(key, mp)
+            if not lo <= kg <= hi:
+                raise InvariantViolation(
+                    "OWNERSHIP",
+                    f"{self.task.sid} received key {key} (key group {kg}) outside its range [{lo}, {hi}] (rid {rec[RID]})",
+                )
+            if ordered:
+                lineage = (key, rec[SPLIT], edge, producer)
+                order = order_state.get(kg)
+                if order is None:
+                    order = order_state[kg] = {}
+                last = order.get(lineage, -1)
+                if rec[OFFSET] <= last:
+                    raise InvariantViolation(
+                        "ORDER",
+                        f"{self.task.sid} got offset {rec[OFFSET]} of key {key}, split {rec[SPLIT]} "
+                        f"after offset {last} (rid {rec[RID]}, edge {edge}, producer {producer})",
+                    )
+                order[lineage] = rec[OFFSET]
+            yield rec, kg
+
+    def snapshot(self) -> dict[str, Any]:
+        return {
+            "counts": {kg: dict(m) for kg, m in self.counts.items()},
+            "order": {kg: dict(m) for kg, m in self.order.items()},
+        }
+
+    def restore(self, state: dict[str, Any]) -> None:
+        self.counts = {kg: dict(m) for kg, m in state.get("counts", {}).items()}
+        self.order = {kg: dict(m) for kg, m in state.get("order", {}).items()}
+        for kg in list(self.counts) + list(self.order):
+            if kg not in self.range:
+                raise InvariantViolation("OWNERSHIP", f"{self.task.sid} restored state of key group {kg} outside its range")
+
+
+class KeyedCountOperator(KeyedOperator):
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.counter_index = task.engine.vertex_index[task.sid.vertex]
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        self.apply_many([rec], 0, 1, ch)
+
+    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+        task, counts, counter = self.task, self.counts, self.counter_index
+        emit = task.emit
+        if task.out_blocked:
+            return i
+        for rec, kg in self.checked(recs, i, stop, ch):
+            key = rec[KEY]
+            m = counts.get(kg)
+            if m is None:
+                m = counts[kg] = {}
+            c = m.get(key, 0) + 1
+            m[key] = c
+            emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, counter))
+            i += 1
+            if task.out_blocked:
+                break  # the generator checked no record beyond this one
+        return i
+
+
+class BroadcastStateOperator(KeyedOperator):
+    """Data on gate 0 (checked for ownership when hash-partitioned); broadcast elements on gate 1.
+
+    Broadcast elements are applied to broadcast state (a multiset of their rids: a broadcast edge
+    from a parallel producer legitimately delivers one rid once per producer subtask) and emitted,
+    so the oracle sees each application at the sinks. Flink snapshots broadcast state on every
+    subtask; on restore each new subtask gets one old subtask's copy (see reference.recovery.rescale).
+    """
+
+    def __init__(self, task: Task):
+        super().__init__(task)
+        self.broadcast: dict[int, int] = {}
+        self.hashed = any(e.partitioner == "hash" and e.gate == 0 for e in task.engine.graph.in_edges(task.sid.vertex))
+
+    def apply(self, rec: tuple, ch: InputChannel) -> None:
+        if ch.gate.index == 1:
+            self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
+        elif self.hashed:
+            self.check(rec, ch)
+        self.task.emit(rec)
+
+    def snapshot(self) -> dict[str, Any]:
+        snap = super().snapshot()
+        snap["broadcast"] = [rid for rid, n in sorted(self.broadcast.items()) for _ in range(n)]
+        return snap
+
+    def restore(self, state: dict[str, Any]) -> None:
+        super().restore(state)
+        self.broadcast = {}
+        for rid in state.get("broadcast", ()):
+            self.broadcast[rid] = self.broadcast.get(rid, 0) + 1
+
+
+def make_operator(task: Task) -> Operator:
+    from cutcheck.reference.runtime.sinks import SinkOperator
+    from cutcheck.reference.runtime.sources import SourceOperator
+
+    kind = task.vertex.kind
+    if kind == "source":
+        return SourceOperator(task)
+    if kind == "sink":
+        return SinkOperator(task)
+    return {
+        "map": MapOperator,
+        "filter": FilterOperator,
+        "keyed_count": KeyedCountOperator,
+        "broadcast_state": BroadcastStateOperator,
+        "union": Operator,
+        "co_map": Operator,
+    }[kind](task)

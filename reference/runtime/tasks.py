@@ -1,0 +1,346 @@
+"""A subtask at run time: its input gates, result partitions, operator and barrier handler.
+
+The methods the barrier handler calls (``take_snapshot``, ``block``, ``prioritise_queued_barriers``
+…) are the effects of the protocol rules; the engine calls ``process``, ``handle_priority``,
+``produce`` and ``flush`` as scheduled actions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.checkpointing.barriers import HandlerState, WaitingForFirstBarrier
+from cutcheck.reference.runtime.network import (
+    END_OF_PARTITION,
+    Barrier,
+    Buf,
+    EndOfChannelState,
+    EndOfPartition,
+    InputChannel,
+    InputGate,
+    OutputSubpartition,
+    ResultPartition,
+)
+from cutcheck.reference.runtime.operators import make_operator
+from cutcheck.reference.runtime.records import KEY
+
+if TYPE_CHECKING:
+    from cutcheck.reference.engine import Engine
+
+ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
+
+
+@dataclass(slots=True)
+class TaskSnapshot:
+    """What a subtask acknowledges for one checkpoint."""
+
+    cp: int
+    sid: SubtaskId
+    operator: dict[str, Any]
+    unaligned: bool = False
+    processed: dict[ChannelKey, int] = field(default_factory=dict)  # input side: records processed at the snapshot
+    input_state: dict[ChannelKey, list[Buf]] = field(default_factory=dict)
+    emitted: dict[ChannelKey, int] = field(default_factory=dict)  # output side: the cut, in records
+    output_state: dict[ChannelKey, list[Buf]] = field(default_factory=dict)
+    input_done: bool = False
+    outputs_pending: int = 0  # timeoutable barriers still queued in our output (sender side may still convert)
+    acked: bool = False
+
+
+class Task:
+    def __init__(self, engine: Engine, sid: SubtaskId, parallelism: int, max_parallelism: int):
+        self.engine = engine
+        self.sid = sid
+        self.vertex = engine.graph.vertex(sid.vertex)
+        self.is_source = self.vertex.kind == "source"
+        self.parallelism = parallelism
+        self.max_parallelism = max_parallelism
+        self.gates: list[InputGate] = []
+        self.channels: list[InputChannel] = []
+        self.partitions: list[ResultPartition] = []
+        self.handler: HandlerState = WaitingForFirstBarrier()
+        self.finished = False  # no more input (or, for a source, no more records); EndOfPartition sent
+        self.last_cp = 0
+        self.snapshots: dict[int, TaskSnapshot] = {}
+        self.lineage = -1
+        self.out_blocked = False
+        self.pending_priority = 0
+        self.direct_triggers: list[Barrier] = []  # checkpoints this task starts itself (sources, drained tasks)
+        self.first_barrier: dict[int, int] = {}  # checkpoint -> step its first barrier reached this task
+        self.op = make_operator(self)
+
+    def __repr__(self) -> str:
+        return f"Task({self.sid})"
+
+    # ------------------------------------------------------------------ output
+    def output_available(self) -> bool:
+        """Every result partition has the free buffers one more record may need (recomputed here;
+        ``out_blocked`` caches it within one action, where buffers are only ever taken)."""
+        for p in self.partitions:
+            if p.pool - p.in_use < p.need:
+                self.out_blocked = True
+                return False
+        self.out_blocked = False
+        return True
+
+    def emit(self, rec: tuple) -> None:
+        """Write one record to every result partition (the general case: several partitions or a
+        broadcast one; a task with one plain partition emits through ``bind_emit``'s closure)."""
+        for p in self.partitions:
+            if p.broadcast:
+                for sp in p.subpartitions:
+                    self._append(p, sp, rec)
+                continue
+            routes = p.key_routes
+            if routes is None:
+                i = p.selector.select(rec[KEY])
+            else:
+                i = routes.get(rec[KEY])
+                if i is None:
+                    i = routes[rec[KEY]] = p.selector.select(rec[KEY])
+            self._append(p, p.subpartitions[i], rec)
+
+    def bind_emit(self) -> None:
+        """Called whenever a result partition is added: with exactly one non-broadcast partition
+        (most tasks), ``emit`` becomes a closure over that partition, the same steps as ``Task.emit``
+        without the loop and attribute lookups (it runs once per record per hop)."""
+        parts = self.partitions
+        if len(parts) != 1 or parts[0].broadcast:
+            self.__dict__.pop("emit", None)
+            return
+        p, task = parts[0], self
+        sps, routes, select, rb, finish = p.subpartitions, p.key_routes, p.selector.select, p.record_bytes, self.finish_buffer
+
+        def emit(rec: tuple) -> None:
+            if routes is None:
+                sp = sps[select(rec[KEY])]
+            else:
+                key = rec[KEY]
+                i = routes.get(key)
+                if i is None:
+                    i = routes[key] = select(key)
+                sp = sps[i]
+            cur = sp.current
+            if cur is None:
+                cur = sp.current = []
+                p.in_use += 1
+                if p.pool - p.in_use < p.need:
+                    task.out_blocked = True
+            cur.append(rec)
+            if (len(cur) + 1) * rb > sp.buffer_size:
+                finish(sp)
+
+        self.emit = emit  # type: ignore[method-assign]
+
+    def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: tuple) -> None:
+        cur = sp.current
+        if cur is None:
+            cur = sp.current = []
+            p.in_use += 1
+            if p.pool - p.in_use < p.need:
+                self.out_blocked = True
+        cur.append(rec)
+        # Full when another record would not fit: a buffer holds at most max(record size, announced
+        # size) bytes (BufferWritingResultPartition trims to the debloated size; records never split).
+        if (len(cur) + 1) * p.record_bytes > sp.buffer_size:
+            self.finish_buffer(sp)
+
+    def finish_buffer(self, sp: OutputSubpartition) -> None:
+        cur = sp.current
+        if not cur:
+            return
+        sp.queue.append(Buf(cur, sp.emitted))
+        if sp.trace is not None:
+            sp.trace.append(("emit", len(cur)))
+        sp.emitted += len(cur)
+        sp.current = None
+
+    def flush(self) -> None:
+        for p in self.partitions:
+            for sp in p.subpartitions:
+                self.finish_buffer(sp)
+
+    def has_unflushed(self) -> bool:
+        # A non-empty current buffer holds one of its partition's buffers, hence the in_use test first.
+        return any(p.in_use and any_current(p.subpartitions) for p in self.partitions)
+
+    # ------------------------------------------------------------------ input
+    def readable(self, ch: InputChannel) -> bool:
+        if ch.blocked or self.pending_priority:
+            return False
+        if ch.recovered:
+            return True
+        return bool(ch.queue) and not ch.gate.recovering()
+
+    def process(self, ch: InputChannel, limit: int | None = None) -> None:
+        """Process from one channel: recovered data first, then the head of the live queue
+        (at most ``limit`` records of the head buffer when given)."""
+        live = not ch.recovered
+        q = ch.queue if live else ch.recovered
+        head = q[0]
+        if isinstance(head, Buf):
+            self._process_buffer(ch, q, head, live, limit)
+        elif isinstance(head, Barrier):
+            q.popleft()
+            if ch.sender is not None and ch.sender.trace is not None:
+                ch.sender.trace.append(("barrier_processed", head.cp))
+            ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
+            self.first_barrier.setdefault(head.cp, self.engine.step)
+            self.handler = self.handler.barrier_received(self, ch, head)
+        elif isinstance(head, EndOfChannelState):
+            q.popleft()
+            ch.recovery_pending = False
+            ch.gate.upstream_recovered()
+        else:
+            q.popleft()
+            self._channel_ended(ch)
+
+    def _process_buffer(self, ch: InputChannel, q: Any, buf: Buf, live: bool, limit: int | None = None) -> None:
+        recs, i = buf.recs, ch.head_pos
+        n = len(recs)
+        stop = n if limit is None else min(n, i + limit)
+        self.lineage = buf.origin if buf.origin >= 0 else ch.producer
+        start = i
+        self.output_available()
+        if not self.out_blocked:
+            i = self.op.apply_many(recs, i, stop, ch)
+        ch.processed += i - start
+        if ch.sender is not None and ch.sender.trace is not None and i > start:
+            ch.sender.trace.append(("process", i - start))
+        if i >= n:
+            q.popleft()
+            ch.head_pos = 0
+            if live:
+                ch.gate.release_buffer(ch)
+        else:
+            ch.head_pos = i
+
+    def _channel_ended(self, ch: InputChannel) -> None:
+        ch.ended = True
+        ch.persisting = None
+        self.handler = self.handler.end_of_partition(self, ch)
+        if all(c.ended for c in self.channels):
+            self.finish()
+
+    def finish(self) -> None:
+        """End of input: flush, let the operator finish (sinks pre-commit), send EndOfPartition."""
+        self.op.end_of_input()
+        self.flush()
+        if self.channels:
+            # Our inputs ended before the barriers of a pending checkpoint reached us (the upstream
+            # snapshotted after its end of partition): every input record is processed, so the
+            # snapshot is taken now, and its barriers go out ahead of our own end of partition.
+            from cutcheck.reference.checkpointing.snapshots import snapshot_task
+
+            for cp, pending in sorted(self.engine.coordinator.pending.items()):
+                if cp > self.last_cp and cp not in self.snapshots:
+                    self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
+                    b = Barrier(cp, pending.kind, pending.options, pending.trigger_step)
+                    snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
+        for p in self.partitions:
+            for sp in p.subpartitions:
+                sp.queue.append(END_OF_PARTITION)
+        self.finished = True
+
+    def terminated(self) -> bool:
+        """Finished and fully drained: nothing left in our output queues."""
+        return self.finished and all(not sp.queue and not sp.current for p in self.partitions for sp in p.subpartitions)
+
+    def handle_priority(self) -> None:
+        for ch in self.channels:
+            if ch.priority:
+                b = ch.priority.popleft()
+                self.pending_priority -= 1
+                if ch.ended:
+                    return
+                self.first_barrier.setdefault(b.cp, self.engine.step)
+                self.handler = self.handler.barrier_received(self, ch, b)
+                return
+
+    # ------------------------------------------------------------------ effects used by the barrier handler
+    def timed_out(self, b: Barrier) -> bool:
+        t = self.engine.scenario.checkpoint.timeout
+        return b.options == "timeoutable" and t is not None and self.engine.step - b.trigger_step > t
+
+    def queued_barrier(self, cp: int) -> Barrier | None:
+        for ch in self.channels:
+            for item in ch.queue:
+                if isinstance(item, Barrier) and item.cp == cp:
+                    return item
+        return None
+
+    def all_received(self, received: set[int]) -> bool:
+        return all(ch.index_in_task in received or ch.ended for ch in self.channels)
+
+    def block(self, ch: InputChannel) -> None:
+        ch.blocked = True
+
+    def resume(self, ch: InputChannel) -> None:
+        """resumeConsumption of one channel: an aligned barrier we do not align on (its checkpoint
+        was aborted or is over) must not leave its sender blocked."""
+        if not ch.blocked and ch.sender is not None:
+            ch.sender.blocked = False
+
+    def unblock_all(self) -> None:
+        """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
+        for ch in self.channels:
+            ch.blocked = False
+            # A sender held by EndOfChannelState stays held until its gate saw the event on every
+            # channel (InputGate.upstream_recovered): a checkpoint during recovery must not let new
+            # data overtake another channel's recovered data (after a rescale, a split's old
+            # in-flight records and its new ones come from different senders).
+            if ch.sender is not None and not any(c.recovery_pending for c in ch.gate.channels):
+                ch.sender.blocked = False
+
+    def stop_persisting(self) -> None:
+        for ch in self.channels:
+            ch.persisting = None
+
+    def decline(self, cp: int, reason: str, cause: str) -> None:
+        """Decline ``cp``; ``cause`` is Flink's CheckpointFailureReason for it."""
+        self.last_cp = max(self.last_cp, cp)
+        self.snapshots.pop(cp, None)
+        self.engine.coordinator.decline(cp, self.sid, reason, cause)
+
+    def prioritise_queued_barriers(self, cp: int) -> set[int]:
+        """Move queued in-order barriers of ``cp`` out of the data order (announcements, facts §3.6)."""
+        taken: set[int] = set()
+        for ch in self.channels:
+            for item in list(ch.queue):
+                if isinstance(item, Barrier) and item.cp == cp:
+                    ch.queue.remove(item)
+                    ch.barrier_arrived, ch.barrier_cut = cp, item.cut
+                    if ch.sender is not None and ch.sender.trace is not None:
+                        ch.sender.trace.append(("timeout_switch", cp))
+                    taken.add(ch.index_in_task)
+        return taken
+
+    def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
+                      first: InputChannel | None = None) -> None:
+        from cutcheck.reference.checkpointing.snapshots import snapshot_task
+
+        snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
+
+    def input_side_done(self, cp: int) -> None:
+        snap = self.snapshots.get(cp)
+        if snap is not None:
+            snap.input_done = True
+            self.engine.maybe_acknowledge(self, snap)
+
+    def channel_key(self, ch: InputChannel) -> ChannelKey:
+        return (ch.edge, ch.producer, self.sid.index)
+
+
+def is_event(item: Any) -> bool:
+    return isinstance(item, Barrier | EndOfPartition | EndOfChannelState)
+
+
+def any_current(subpartitions: list[OutputSubpartition]) -> bool:
+    """Whether a subpartition has a buffer being filled. A loop, not any() over a generator: the
+    engine asks this of every task at every step."""
+    for sp in subpartitions:  # noqa: SIM110
+        if sp.current:
+            return True
+    return False

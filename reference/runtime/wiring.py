@@ -1,0 +1,27 @@
+"""Builds the run-time objects (tasks, gates, partitions, channels) from the execution graph.
+
+The objects are made by the shuffle service (reference.shuffle.service, FLIP-31): for a streaming job, its
+pipelined environment creates partition writers (result partitions with their pools) and input
+gates (with credits) and connects them in memory.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.runtime.network import OutputSubpartition
+from cutcheck.reference.runtime.tasks import Task
+
+if TYPE_CHECKING:
+    from cutcheck.reference.engine import Engine
+
+
+def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
+    """Deploy every subtask at once through the shuffle service (reference.shuffle.service): a streaming
+    job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
+    from cutcheck.reference.shuffle.service import ShuffleService
+
+    workers = engine.scenario.workers or max(engine.exec_graph.parallelism.values())
+    dep = ShuffleService(engine, workers).deploy(engine.exec_graph.subtasks)
+    return dep.tasks, dep.subpartitions

@@ -1,0 +1,374 @@
+"""Inspecting a checkpoint directory: its checkpoints, what each references, and the orphans.
+
+The data model is independent of who wrote the directory, so that a reader of real Flink
+checkpoints (``_metadata`` read through PyFlink's Java gateway) can produce the same listing:
+
+    CheckpointListing(root, checkpoints, shared, orphans, taskowned, unreadable, base, too_young,
+                      context, rerooted, scope, data_roots)
+      checkpoints: [CheckpointInfo(key, id, kind, job, path, size, new_size, files, inlined_bytes,
+                                   missing, outside)]   -- those under root only
+        key        the checkpoint directory relative to root ("chk-7", "<job>/chk-7", "savepoint-…")
+        files      {"exclusive" | "shared" | "taskowned": [absolute paths]}   (facts §5.2)
+        size       bytes needed to restore it: _metadata plus every referenced file that exists
+        new_size   of those, the files no older checkpoint of the same job references
+        missing    referenced files that do not exist
+        outside    referenced files that exist, but outside ``scope``
+        restorable neither: every file resolves, inside the storage being inspected
+      shared:     {shared file: [keys of the checkpoints that reference it]}
+      orphans:    files under root (and the entropy roots) nothing keeps, older than min_age
+      too_young:  files nothing keeps but modified less than min_age ago (never orphans)
+      taskowned:  files in taskowned/ (owned by tasks, never called orphans)
+      unreadable: _metadata files no reader understood (then nothing is called an orphan)
+      base:       the checkpoint base above root (reference.storage.scope.locate)
+      context:    the other _metadata read for what they keep: sibling jobs and savepoints under
+                  the base, and every _metadata under the ``keep`` (--keep-referenced-by) directories
+      rerooted:   files kept only because a moved or copied _metadata names their old location
+      scope:      the base (with entropy: each random-prefix counterpart) and the keep directories
+
+All of it is built by ``inspect(root, reader)`` from one per-checkpoint function,
+``reader(directory) -> CheckpointRefs`` (reference.storage.meta: id, kind, job, path,
+files by scope as absolute paths, inlined_bytes, metadata_bytes), which raises StorageError for a
+``_metadata`` it cannot read. A directory under which no ``_metadata`` exists, or a chk-N without
+one, is refused (StorageError): nothing there can be judged.
+
+What "resolves" means: a checkpoint is restorable when every path its ``_metadata`` names, taken
+as a restore takes it (absolute as written; relative against the directory of the ``_metadata``),
+is an existing file inside ``scope``. A moved or copied directory whose ``_metadata`` holds
+absolute paths names the old location: missing if that is gone, outside if it is still there
+(the copy then depends on the original and is no backup). Re-rooting those paths onto the new
+location (reference.storage.scope.reroot) only ever adds files to keep; it never makes a
+checkpoint restorable.
+
+The orphan rule: a file under root is an orphan when it is not a ``_metadata``, no ``_metadata``
+under the base or the keep directories references it (nor its re-rooted counterpart), it is not
+task-owned, and it is older than ``min_age``. So ``orphans`` never lists a referenced file,
+whoever wrote the checkpoint, and never one a job restored from this one in claim mode uses.
+
+Stores (reference.storage.store): ``root`` may be a local path, ``file:/…`` or an object store's URI
+(``s3://bucket/prefix``, or any filesystem PyArrow or fsspec opens). Every path in the listing is
+then an internal POSIX path (``/bucket/key``), shown with ``listing.uri``; sizes and modification
+times (an object's LastModified) come from one paginated listing, and a checkpoint on an object
+store is restorable when every object it references exists. ``_metadata`` there is read through
+the store by the pure-Python readers (Flink's binary format, cutcheck's JSON).
+
+Entropy (facts §5.6): give the configured path with its marker (``/b/_entropy_/ckpts``);
+metadata are found under the path without it, and data files also under every existing directory
+the marker may have become (``/b/<4 alphanumerics>/ckpts``). A path that exists as written is
+read as it is (the marker is never a real directory: nothing is written under it). On an object
+store the prefix above the marker is listed once and its keys sorted into the random prefixes.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.files import (
+    CHK_PREFIX,
+    METADATA,
+    METADATA_TMP,
+    SAVEPOINT_PREFIX,
+    SHARED_DIR,
+    TASKOWNED_DIR,
+    remove_marker,
+)
+from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
+from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store, within
+from cutcheck.reference.storage.scope import (
+    context_metadata,
+    inside,
+    keep_metadata,
+    locate,
+    require_metadata,
+    reroot,
+)
+
+Reader = Callable[[str], CheckpointRefs]
+
+
+@dataclass(slots=True)
+class CheckpointInfo:
+    key: str
+    id: int
+    kind: str
+    job: str
+    path: str
+    size: int
+    new_size: int
+    files: dict[str, list[str]]
+    inlined_bytes: int = 0
+    missing: list[str] = field(default_factory=list)
+    outside: list[str] = field(default_factory=list)
+
+    @property
+    def restorable(self) -> bool:
+        return not self.missing and not self.outside
+
+
+@dataclass(slots=True)
+class CheckpointListing:
+    root: str
+    checkpoints: list[CheckpointInfo]
+    shared: dict[str, list[str]]
+    orphans: list[str]
+    taskowned: list[str] = field(default_factory=list)
+    unreadable: list[str] = field(default_factory=list)
+    base: str = ""
+    too_young: list[str] = field(default_factory=list)
+    context: list[str] = field(default_factory=list)  # other _metadata read only for what they keep
+    rerooted: list[str] = field(default_factory=list)  # files kept because a moved _metadata names their old place
+    scope: list[str] = field(default_factory=list)  # where a restorable checkpoint's files may be
+    data_roots: list[str] = field(default_factory=list)  # where orphans may be (the root, entropy roots)
+    why_unreadable: dict[str, str] = field(default_factory=dict)  # unreadable _metadata -> the reader's sentence
+    store: Store = field(default=LOCAL, repr=False, compare=False)  # where the paths live (internal paths)
+    infos: dict[str, FileInfo] = field(default_factory=dict, repr=False, compare=False)  # every file listed
+
+    @property
+    def referenced(self) -> set[str]:
+        return {f for c in self.checkpoints for fs in c.files.values() for f in fs}
+
+    @property
+    def not_restorable(self) -> list[CheckpointInfo]:
+        return [c for c in self.checkpoints if not c.restorable]
+
+    def uri(self, path: str) -> str:
+        """A path as the user reads it (``s3://bucket/key`` on S3; the path itself locally)."""
+        return self.store.uri(path)
+
+    def to_json(self) -> dict[str, Any]:
+        data = {name: copy.deepcopy(getattr(self, name)) for name in self.__dataclass_fields__ if name not in ("store", "infos")}
+        data["checkpoints"] = [asdict(c) | {"restorable": c.restorable} for c in self.checkpoints]
+        return data if self.store.is_local else _uris(data, self.store)
+
+
+def _uris(value: Any, store: Store) -> Any:
+    """Every internal path in a JSON value shown as its URI."""
+    if isinstance(value, str):
+        return store.uri(value) if value.startswith("/") else value
+    if isinstance(value, list):
+        return [_uris(v, store) for v in value]
+    if isinstance(value, dict):
+        return {_uris(k, store): _uris(v, store) for k, v in value.items()}
+    return value
+
+
+def entropy_roots(root: str, key: str | None, length: int = 4) -> tuple[str, list[str]]:
+    """(the metadata root, the existing directories data files may live under), symlinks resolved."""
+    if not key or key not in root or os.path.isdir(root):  # a directory that exists is taken as it is
+        return os.path.realpath(root), [os.path.realpath(root)]
+    meta_root = os.path.realpath(remove_marker(root, key))
+    parent, pattern, rest = _marker_pattern(os.path.abspath(root), key, length)
+    found = [meta_root]
+    for name in sorted(os.listdir(parent)) if os.path.isdir(parent) else []:
+        candidate = os.path.realpath(os.path.join(parent, name, rest))
+        if pattern.match(name) and os.path.isdir(candidate) and candidate != meta_root:
+            found.append(candidate)
+    return meta_root, found
+
+
+def _marker_pattern(root: str, key: str, length: int) -> tuple[str, re.Pattern[str], str]:
+    """(the directory above the marker, the names the marker's directory may have become, the path after it)."""
+    before, after = root.split(key, 1)
+    parent, prefix = os.path.split(before)
+    suffix, _, rest = after.partition(os.sep)
+    return parent, re.compile(re.escape(prefix) + f"[A-Za-z0-9]{{{length}}}" + re.escape(suffix) + r"\Z"), rest
+
+
+def _gather(store: Store, root: str, key: str | None, length: int) -> tuple[str, list[str], list[FileInfo]]:
+    """(the metadata root, the data roots, every file under them) on any store.
+
+    Locally as ``entropy_roots`` then a walk of each root. On an object store one paginated listing:
+    of the root, or with the marker of the prefix above it, whose keys are sorted into the random
+    prefixes (one listing, however many random prefixes there are)."""
+    if store.is_local:
+        meta_root, data_roots = entropy_roots(root, key, length)
+        infos = {i.path: i for r in data_roots for i in store.files(r) if inside(i.path, r)}
+        return meta_root, data_roots, [infos[p] for p in sorted(infos)]
+    if not key or key not in root:
+        return root, [root], store.files(root)
+    meta_root = remove_marker(root, key)
+    parent, pattern, rest = _marker_pattern(root, key, length)
+    roots: set[str] = {meta_root}
+    kept: list[FileInfo] = []
+    for info in store.files(parent):
+        name = info.path[len(parent):].lstrip("/").split("/", 1)[0]
+        candidate = os.path.join(parent, name, rest) if rest else os.path.join(parent, name)
+        if inside(info.path, meta_root):
+            kept.append(info)
+        elif pattern.match(name) and inside(info.path, candidate) and info.path != candidate:
+            roots.add(candidate)
+            kept.append(info)
+    return meta_root, [meta_root, *sorted(roots - {meta_root})], kept
+
+
+def _store_reader(store: Store, reader: Reader) -> Reader:
+    """The per-checkpoint reader on a store: the given one locally; on an object store the bytes are read
+    through the store and decoded by the pure-Python readers (Flink's binary format or cutcheck's JSON)."""
+    if store.is_local:
+        return reader
+
+    def read(directory: str) -> CheckpointRefs:
+        path = os.path.join(directory, METADATA)
+        data = store.read(path)
+        if data is None:
+            raise StorageError(f"{store.uri(directory)}: no {METADATA} object; give a chk-N of a completed checkpoint.")
+        if data[:4] == bytes.fromhex("4960672d"):
+            from cutcheck.flink_bridge.metadata_reader import decode, refs_of
+
+            refs = refs_of(decode(data, store.uri(path)), store.uri(directory), len(data))
+            refs.files = {sc: sorted({store.internal(p) for p in ps}) for sc, ps in refs.files.items()}
+            refs.path = directory
+            return refs
+        from cutcheck.reference.storage.meta import refs_from_bytes
+
+        return refs_from_bytes(data, directory, store.uri(path))
+
+    return read
+
+
+def _lift(data_root: str, meta_root: str, base: str) -> str:
+    """The base's counterpart of a data root (``/b/Xy12/ckpts/<job>`` -> ``/b/Xy12/ckpts``)."""
+    rel = os.path.relpath(meta_root, base)
+    if rel == "." or rel.startswith(".."):
+        return data_root
+    return data_root[: -len(rel) - 1] if data_root.endswith(os.sep + rel) else data_root
+
+
+def _keep_path(store: Store, keep: str) -> str:
+    other, path = open_store(keep) if store.is_local else (store, store.internal(keep))
+    if other is not store or path.startswith("//"):
+        raise StorageError(f"--keep-referenced-by {keep}: not on the same store as the directory inspected; give a "
+                           f"directory there ({'a local path' if store.is_local else store.scheme + '://…'}).")
+    return store.realpath(path)
+
+
+def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
+            entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
+            now: float | None = None, store: Store | None = None) -> CheckpointListing:
+    """The listing of the directory given (see the module docstring); ``keep`` are --keep-referenced-by
+    directories, and files modified less than ``min_age`` seconds ago are "too young", never orphans.
+    ``root`` is a local path, ``file:/…``, or a URI of an object store (``store`` opened from it when not given,
+    then ``root`` is read as an internal path of that store)."""
+    if store is None:
+        store, start = open_store(str(root))
+    else:
+        start = str(root)
+    if store.is_local:
+        start = os.fspath(start)
+    meta_root, data_roots, infos = _gather(store, start, entropy, entropy_length)
+    if not store.isdir(meta_root):
+        raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
+                           f"job directory or a chk-N directory.")
+    target = locate(meta_root, store)
+    files = [i.path for i in infos]
+    info_of = {i.path: i for i in infos}
+    metas = [f for f in files if os.path.basename(f) == METADATA and inside(f, meta_root)]
+    require_metadata(target, metas, store)
+    lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
+    keep_dirs = [_keep_path(store, str(k)) for k in keep]
+    scope = sorted({*lifted, *keep_dirs})
+    scope_set = set(scope)
+    others = [*context_metadata(target, store), *(m for k in keep_dirs for m in keep_metadata(k, store))]
+    read_refs = _store_reader(store, reader)
+    checkpoints: list[CheckpointInfo] = []
+    unreadable: list[str] = []
+    why_unreadable: dict[str, str] = {}
+    kept: set[str] = {*metas, *others}
+    candidates: set[str] = set()
+    present = set(files)
+    anchors = [target.base, *lifted, *data_roots]
+    for meta in [*metas, *others]:
+        directory = os.path.dirname(meta)
+        try:
+            refs = read_refs(directory)
+        except StorageError as exc:
+            unreadable.append(meta)
+            why_unreadable[meta] = str(exc)
+            continue
+        by_scope = {sc: sorted({store.realpath(store.internal(p)) for p in refs.files.get(sc, [])}) for sc in SCOPES}
+        every = [p for paths in by_scope.values() for p in paths]
+        kept.update(every)
+        candidates |= reroot(every, directory, [*anchors, os.path.dirname(directory)], present)
+        if meta not in metas:
+            continue
+        sizes = {p: _size(store, p, info_of) for p in every}
+        missing = sorted(p for p, sz in sizes.items() if sz is None)
+        outside = sorted(p for p, sz in sizes.items() if sz is not None and not within(p, scope_set))
+        key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
+        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory,
+                                          refs.metadata_bytes + sum(sz for sz in sizes.values() if sz is not None), 0,
+                                          by_scope, refs.inlined_bytes, missing, outside))
+    checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
+    _new_sizes(checkpoints, store, info_of)
+    shared: dict[str, list[str]] = {}
+    for c in checkpoints:
+        for path in c.files["shared"]:
+            shared.setdefault(path, []).append(c.key)
+    rerooted = sorted((candidates & present) - kept)
+    taskowned = [f for f in files if TASKOWNED_DIR in f.split(os.sep)[:-1]]
+    orphans: list[str] = []
+    young: list[str] = []
+    if not unreadable:  # an unreadable _metadata may reference anything: then nothing is an orphan
+        skip = kept | set(rerooted) | set(taskowned)
+        limit = (time.time() if now is None else now) - min_age
+        for f in files:
+            if f not in skip:
+                (young if min_age > 0 and _mtime(store, f, info_of) > limit else orphans).append(f)
+    return CheckpointListing(meta_root, checkpoints, dict(sorted(shared.items())), orphans, taskowned, unreadable,
+                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable, store,
+                             info_of)
+
+
+def _size(store: Store, path: str, known: dict[str, FileInfo]) -> int | None:
+    info = known.get(path) or store.stat(path)
+    return None if info is None else info.size
+
+
+def _mtime(store: Store, path: str, known: dict[str, FileInfo]) -> float:
+    info = known.get(path) if not store.is_local else store.stat(path)
+    return float("inf") if info is None else info.mtime  # vanished or unreadable: never called an orphan
+
+
+def _new_sizes(checkpoints: list[CheckpointInfo], store: Store, known: dict[str, FileInfo]) -> None:
+    seen: dict[str, set[str]] = {}
+    for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
+        known_files = seen.setdefault(c.job, set())
+        mine = {f for fs in c.files.values() for f in fs}
+        c.new_size = (_size(store, os.path.join(c.path, METADATA), known) or 0) + sum(
+            _size(store, f, known) or 0 for f in mine - known_files)
+        known_files |= mine
+
+
+def orphan_reason(listing: CheckpointListing, path: str) -> str:
+    """Why a file is an orphan, in a few words (for people deciding whether to delete it)."""
+    parent = os.path.dirname(path)
+    name, folder = os.path.basename(path), os.path.basename(parent)
+    if name == METADATA_TMP:
+        return "metadata of a checkpoint that never completed"
+    if folder.startswith((CHK_PREFIX, SAVEPOINT_PREFIX)):
+        if any(c.path == parent for c in listing.checkpoints):
+            return f"in {folder}, whose _metadata does not reference it"
+        return f"in {folder}, which has no _metadata (never completed, or discarded)"
+    if folder == SHARED_DIR:
+        return "shared file no checkpoint references"
+    return "not part of any checkpoint"
+
+
+def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[str]:
+    """Move the listing's orphans (never a referenced file) into a quarantine batch under the base
+    (reference.storage.quarantine); return what moved. Nothing is ever removed outright."""
+    from cutcheck.reference.storage.quarantine import quarantine
+
+    batch = quarantine(listing, {f: orphan_reason(listing, f) for f in listing.orphans}, min_age=min_age)
+    return [m.original for m in batch.files]
+
+
+def listing_json(listing: CheckpointListing) -> str:
+    return json.dumps(listing.to_json(), indent=2, sort_keys=True)

@@ -1,0 +1,321 @@
+"""Reversible deletion of orphans: a quarantine under the checkpoint base.
+
+``storage orphans --delete`` never removes a file. It moves the orphans into one new folder per
+run of the command, keeping their paths::
+
+    <base>/.cutcheck-quarantine/<UTC yyyymmddThhmmssZ>-<pid>/
+        manifest.json     format, when, the base, and per file: original path, stored path, size,
+                          sha256, modification time, why it was an orphan
+        files/<path>      the file, at its path relative to the base (with entropy injection: to
+                          the directory before the marker, so every random prefix keeps its place)
+
+The manifest is written before the first move (``"complete": false``) and again after the last, so
+an interrupted run leaves a batch that ``restore_batch`` still puts back. Moves are ``link`` then
+``unlink`` (never overwriting), falling back to copy-verify-remove across file systems; on an object
+store (reference.storage.quarantine_store) the same is a copy to the quarantine prefix, a size check,
+then DeleteObjects 1000 keys at a time, with the copy's ETag in the manifest instead of a sha256. ``restore_batch`` puts a
+batch back and refuses, before moving anything, when a file exists again at an original path or a
+stored file no longer has the hash it had; ``purge`` removes whole batches older than a number of
+days. Nothing under the quarantine is ever scanned as a checkpoint or called an orphan.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.files import METADATA
+from cutcheck.reference.storage.inspection import CheckpointListing
+from cutcheck.reference.storage.scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
+from cutcheck.reference.storage.store import Store, local_form, open_store
+
+MANIFEST = "manifest.json"
+FILES = "files"
+FORMAT = "cutcheck-quarantine/1"
+
+
+@dataclass(slots=True)
+class Moved:
+    original: str
+    stored: str  # relative to the batch's files/ folder
+    size: int
+    sha256: str
+    mtime: float
+    reason: str
+    etag: str = ""  # on an object store: the stored copy's ETag (sha256 is then empty)
+
+
+@dataclass(slots=True)
+class Batch:
+    path: str
+    base: str
+    created: str  # UTC, ISO 8601
+    created_unix: float
+    files: list[Moved] = field(default_factory=list)
+    removed_dirs: list[str] = field(default_factory=list)
+    complete: bool = False
+
+    @property
+    def name(self) -> str:
+        return os.path.basename(self.path)
+
+    @property
+    def size(self) -> int:
+        return sum(m.size for m in self.files)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"format": FORMAT, **asdict(self)}
+
+
+def parse_age(text: str) -> float:
+    """``3600``, ``3600s``, ``60m``, ``1h``, ``2d``, ``0`` -> seconds."""
+    raw = text.strip().lower()
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (raw[:-1], raw[-1]) if raw and raw[-1] in units else (raw, "s")
+    try:
+        value = float(number)
+    except ValueError:
+        value = -1.0
+    if not value >= 0 or value == float("inf"):
+        raise StorageError(f"--min-age {text!r} is not an age; give seconds or a number with s, m, h or d (3600s, 60m, 1h, 0).")
+    return value * units[unit]
+
+
+def _sha256(path: str) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def _write_manifest(batch: Batch) -> None:
+    tmp = os.path.join(batch.path, MANIFEST + ".tmp")
+    with open(tmp, "w") as fh:
+        json.dump(batch.to_json(), fh, indent=1, sort_keys=True)
+        fh.write("\n")
+    os.replace(tmp, os.path.join(batch.path, MANIFEST))
+
+
+def _move(src: str, dst: str) -> None:
+    """Move without ever overwriting ``dst``: a hard link then unlink, else copy (exclusive), check, remove."""
+    os.makedirs(os.path.dirname(dst), exist_ok=True)
+    try:
+        os.link(src, dst)
+    except OSError as exc:
+        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
+            raise
+        with open(src, "rb") as fin, open(dst, "xb") as fout:
+            shutil.copyfileobj(fin, fout)
+        shutil.copystat(src, dst)
+        if os.path.getsize(dst) != os.path.getsize(src):
+            os.remove(dst)
+            raise StorageError(f"{src}: the copy to {dst} came out short; nothing was removed.") from None
+    os.remove(src)
+
+
+def _anchor(listing: CheckpointListing) -> str:
+    return os.path.commonpath([listing.base, *listing.data_roots]) if listing.data_roots else listing.base
+
+
+def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: float = 0.0,
+               now: float | None = None) -> Batch:
+    """Move the listing's orphans into a new batch; return it (its files are what moved)."""
+    if listing.unreadable:
+        raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
+                           f"any file, so no file is moved. Remove or fix it first.")
+    if not listing.store.is_local:
+        from cutcheck.reference.storage import quarantine_store as storage_quarantine_store
+
+        return storage_quarantine_store.quarantine(listing, reasons, min_age=min_age, now=now)
+    keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
+    anchor = _anchor(listing)
+    started = time.time() if now is None else now
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    root = os.path.join(listing.base, QUARANTINE_DIR)
+    os.makedirs(root, exist_ok=True)
+    path, n = os.path.join(root, f"{stamp}-{os.getpid()}"), 1
+    while True:
+        try:
+            os.mkdir(path)
+            break
+        except FileExistsError:
+            n += 1
+            path = os.path.join(root, f"{stamp}-{os.getpid()}-{n}")
+    batch = Batch(path, listing.base, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), started)
+    plan: list[Moved] = []
+    for f in listing.orphans:
+        # The listing is the caller's: check again rather than trust it.
+        if f in keep or os.path.basename(f) == METADATA or not any(inside(f, r) for r in listing.data_roots):
+            continue
+        try:
+            st = os.stat(f)
+        except OSError:
+            continue
+        if min_age > 0 and st.st_mtime > time.time() - min_age:
+            continue  # written to since it was listed
+        plan.append(Moved(f, os.path.relpath(f, anchor), st.st_size, _sha256(f), st.st_mtime,
+                          reasons.get(f, "orphan")))
+    batch.files = plan
+    _write_manifest(batch)  # before the first move: an interrupted run can still be put back
+    moved: list[Moved] = []
+    try:
+        for m in plan:
+            try:
+                _move(m.original, os.path.join(path, FILES, m.stored))
+            except FileNotFoundError:
+                continue
+            moved.append(m)
+    finally:
+        batch.files = moved
+        for m in [m for m in plan if m not in moved]:  # interrupted between link and unlink: the original stays, the link goes
+            stored = os.path.join(path, FILES, m.stored)
+            if os.path.exists(stored) and os.path.exists(m.original) and os.path.samefile(stored, m.original):
+                os.remove(stored)
+        parents = sorted({os.path.dirname(m.original) for m in moved}, key=lambda d: -d.count(os.sep))
+        for d in parents:  # only checkpoint directories cutcheck itself emptied
+            if is_checkpoint_dir_name(os.path.basename(d)) and os.path.isdir(d) and not os.listdir(d):
+                os.rmdir(d)
+                batch.removed_dirs.append(d)
+        batch.complete = True
+        _write_manifest(batch)
+    return batch
+
+
+# ---------------------------------------------------------------------------- reading batches back
+def quarantine_dir(base: str) -> str:
+    path = os.path.realpath(base)
+    if os.path.basename(path) == QUARANTINE_DIR:
+        return path
+    if os.path.isdir(os.path.join(path, QUARANTINE_DIR)):
+        return os.path.join(path, QUARANTINE_DIR)
+    if not os.path.isdir(path):
+        raise StorageError(f"{base}: no such directory; give the checkpoint base that 'storage orphans --delete' named.")
+    raise StorageError(f"{base}: holds no {QUARANTINE_DIR}; give the checkpoint base that 'storage orphans --delete' named.")
+
+
+def load_batch(path: str) -> Batch:
+    try:
+        with open(os.path.join(path, MANIFEST), "rb") as fh:
+            data = fh.read()
+    except OSError:
+        data = b""
+    return load_batch_json(path, data, path)
+
+
+def load_batch_json(path: str, data: bytes, shown: str) -> Batch:
+    """A batch from its manifest's bytes; ``shown`` names the batch in errors."""
+    try:
+        raw = json.loads(data)
+        if raw.get("format") != FORMAT:
+            raise ValueError("format")
+        files = [Moved(**m) for m in raw["files"]]
+        return Batch(path, raw["base"], raw["created"], float(raw["created_unix"]), files, list(raw["removed_dirs"]),
+                     bool(raw["complete"]))
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise StorageError(f"{shown}: not a readable quarantine batch ({type(exc).__name__}); its {MANIFEST} is "
+                           f"missing or damaged, so cutcheck leaves it alone.") from None
+
+
+def _remote(base: str, endpoint_url: str | None) -> tuple[Store, str] | None:
+    store, path = open_store(base, endpoint_url)
+    return None if store.is_local else (store, path)
+
+
+def batches(base: str, endpoint_url: str | None = None) -> list[Batch]:
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from cutcheck.reference.storage import quarantine_store as storage_quarantine_store
+
+        return storage_quarantine_store.batches(*remote)
+    base = local_form(base) or base
+    root = quarantine_dir(base)
+    found = []
+    for name in sorted(os.listdir(root)):
+        if os.path.isfile(os.path.join(root, name, MANIFEST)):
+            found.append(load_batch(os.path.join(root, name)))
+    return sorted(found, key=lambda b: (b.created_unix, b.name))
+
+
+def pick_batch(every: list[Batch], base: str, name: str | None) -> Batch:
+    """The batch named (default: the newest) among those of a base."""
+    if not every:
+        raise StorageError(f"{base}: its {QUARANTINE_DIR} holds no batch to restore.")
+    if name is None:
+        return every[-1]
+    match = [b for b in every if b.name == os.path.basename(name.rstrip(os.sep))]
+    if not match:
+        raise StorageError(f"{name}: no such batch in {base}/{QUARANTINE_DIR}; 'cutcheck storage purge "
+                           f"{base} --older-than 0' lists them.")
+    return match[0]
+
+
+def restore_batch(base: str, name: str | None = None, endpoint_url: str | None = None) -> Batch:
+    """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from cutcheck.reference.storage import quarantine_store as storage_quarantine_store
+
+        return storage_quarantine_store.restore_batch(*remote, name)
+    base = local_form(base) or base
+    batch = pick_batch(batches(base), base, name)
+    todo = []
+    for m in batch.files:
+        stored = os.path.join(batch.path, FILES, m.stored)
+        if not os.path.isfile(stored):
+            continue  # never moved (an interrupted run), or already back
+        if os.path.exists(m.original) and os.path.samefile(stored, m.original):
+            os.remove(stored)  # an interrupted restore had linked it back already
+            continue
+        if os.path.lexists(m.original):
+            raise StorageError(f"{m.original} exists again, so restoring batch {batch.name} would overwrite it; move "
+                               f"that file aside first (nothing was restored).")
+        if _sha256(stored) != m.sha256:
+            raise StorageError(f"{stored} no longer holds what was quarantined (sha256 differs); restore it by hand "
+                               f"if you trust it (nothing was restored).")
+        todo.append((stored, m.original))
+    for stored, original in todo:
+        _move(stored, original)
+    files = os.path.join(batch.path, FILES)
+    for d, _, _ in sorted(os.walk(files), key=lambda t: -t[0].count(os.sep)):
+        if not os.listdir(d):
+            os.rmdir(d)
+    if not os.path.exists(files):  # all back: the batch goes (anything else in it stays, with its manifest)
+        for leftover in (MANIFEST, MANIFEST + ".tmp"):
+            if os.path.exists(os.path.join(batch.path, leftover)):
+                os.remove(os.path.join(batch.path, leftover))
+        if not os.listdir(batch.path):
+            os.rmdir(batch.path)
+    root = os.path.dirname(batch.path)
+    if os.path.isdir(root) and not os.listdir(root):
+        os.rmdir(root)
+    return batch
+
+
+def purge(base: str, older_than_days: float, *, yes: bool, now: float | None = None,
+          endpoint_url: str | None = None) -> list[Batch]:
+    """The batches older than ``older_than_days``; removed for good only with ``yes``."""
+    remote = _remote(base, endpoint_url)
+    if remote:
+        from cutcheck.reference.storage import quarantine_store as storage_quarantine_store
+
+        return storage_quarantine_store.purge(*remote, older_than_days, yes=yes, now=now)
+    base = local_form(base) or base
+    if not older_than_days >= 0:
+        raise StorageError(f"--older-than {older_than_days} must be a number of days, 0 or more.")
+    limit = (time.time() if now is None else now) - older_than_days * 86400
+    old = [b for b in batches(base) if b.created_unix <= limit]
+    if yes:
+        for b in old:
+            shutil.rmtree(b.path)
+        root = quarantine_dir(base)
+        if not os.listdir(root):
+            os.rmdir(root)
+    return old

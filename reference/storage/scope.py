@@ -1,0 +1,196 @@
+"""Where an inspection stands: the directory given, the checkpoint base above it, the other
+``_metadata`` whose references must be kept, and re-rooting of moved or copied directories.
+
+A storage command is given a checkpoint base (``state.checkpoints.dir``), a job directory or a
+chk-N (savepoint-…) directory. Orphans are only ever files under the directory given, but the
+files to keep are those referenced by every ``_metadata`` under the base: a job restored in claim
+(or Flink's legacy) mode references the ``shared/`` files of the job it was restored from. So
+``locate`` finds the base (the parent of a job directory; a job directory is one named like a
+Flink JobID, 32 hex digits, or holding ``chk-N``/``shared``/``taskowned`` next to a sibling that
+does), and ``context_metadata`` lists the ``_metadata`` of the sibling jobs and savepoints.
+
+Re-rooting (``reroot``): a directory that was moved or copied keeps ``_metadata`` whose absolute
+paths name the old location. Its own copies of those files are what the user sees under the
+new location; re-rooting maps the old paths onto the new location to *keep* those copies. It never
+decides that a checkpoint is restorable: a restore reads the paths as written.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.files import (
+    CHK_PREFIX,
+    METADATA,
+    SAVEPOINT_PREFIX,
+    SHARED_DIR,
+    TASKOWNED_DIR,
+)
+from cutcheck.reference.storage.store import LOCAL, QUARANTINE_DIR, Store
+
+__all__ = ["QUARANTINE_DIR", "Target", "context_metadata", "inside", "keep_metadata", "locate", "reroot",
+           "require_metadata", "walk"]
+_JOB_ID = re.compile(r"[0-9a-fA-F]{32}\Z")
+_LAYOUT = (SHARED_DIR, TASKOWNED_DIR)
+
+
+@dataclass(slots=True)
+class Target:
+    path: str  # the directory given, canonical, entropy marker removed
+    base: str  # the checkpoint base: sibling jobs, and where the quarantine goes
+    kind: str  # "base" | "job" | "checkpoint"
+
+
+def is_checkpoint_dir_name(name: str) -> bool:
+    return (name.startswith(CHK_PREFIX) and name[len(CHK_PREFIX):].isdigit()) or name.startswith(SAVEPOINT_PREFIX)
+
+
+def _holds_layout(path: str, fs: Store = LOCAL) -> bool:
+    names = fs.listdir(path)
+    return any(n in _LAYOUT or (n.startswith(CHK_PREFIX) and n[len(CHK_PREFIX):].isdigit()) for n in names)
+
+
+def _is_job_dir(path: str, fs: Store = LOCAL) -> bool:
+    if not _holds_layout(path, fs):
+        return False
+    if _JOB_ID.match(os.path.basename(path)):
+        return True
+    parent = os.path.dirname(path)
+    siblings = [os.path.join(parent, n) for n in fs.listdir(parent) if os.path.join(parent, n) != path]
+    return any(fs.isdir(s) and (_JOB_ID.match(os.path.basename(s)) or _holds_layout(s, fs)) for s in siblings)
+
+
+def inside(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def locate(path: str, fs: Store = LOCAL) -> Target:
+    """The kind of directory given and its checkpoint base; refuses what is no checkpoint directory."""
+    if QUARANTINE_DIR in path.split(os.sep):
+        raise StorageError(f"{fs.uri(path)} is inside cutcheck's quarantine; use 'cutcheck storage restore-quarantine' or "
+                           f"'cutcheck storage purge' on the checkpoint base instead.")
+    name = os.path.basename(path)
+    has_meta = fs.isfile(os.path.join(path, METADATA))
+    if is_checkpoint_dir_name(name) or has_meta:
+        if not has_meta:
+            raise StorageError(f"{fs.uri(path)} is a checkpoint directory without {METADATA} (a checkpoint still being "
+                               f"written, or one that never completed), so nothing in it can be judged; give its "
+                               f"job directory or the checkpoint base instead.")
+        parent = os.path.dirname(path)
+        base = os.path.dirname(parent) if name.startswith(CHK_PREFIX) and _is_job_dir(parent, fs) else parent
+        return Target(path, base, "checkpoint")
+    if _is_job_dir(path, fs):
+        return Target(path, os.path.dirname(path), "job")
+    return Target(path, path, "base")
+
+
+def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> None:
+    """A directory with no completed checkpoint or savepoint (or only far below it) is refused."""
+    if not metas:
+        raise StorageError(f"{fs.uri(target.path)}: no {METADATA} of a completed checkpoint or savepoint under it, so it is "
+                           f"not a checkpoint directory and no file in it can be called an orphan; give the "
+                           f"checkpoint base (state.checkpoints.dir), a job directory or a chk-N directory.")
+    nearest = min(metas, key=lambda m: (os.path.relpath(m, target.path).count(os.sep), m))
+    if os.path.relpath(nearest, target.path).count(os.sep) > 2:  # <base>/<job>/chk-N/_metadata at most
+        holder = os.path.dirname(os.path.dirname(nearest))
+        raise StorageError(f"{fs.uri(target.path)} is not a checkpoint directory: its nearest {METADATA} is "
+                           f"{fs.uri(nearest)}; give the checkpoint base or job directory that holds it ({fs.uri(holder)}).")
+
+
+def context_metadata(target: Target, fs: Store = LOCAL) -> list[str]:
+    """The ``_metadata`` of the other jobs and savepoints under the base, outside the directory given."""
+    if target.base == target.path:
+        return []
+    found: list[str] = []
+    for name in sorted(fs.listdir(target.base)):
+        top = os.path.join(target.base, name)
+        if name == QUARANTINE_DIR or not fs.isdir(top):
+            continue
+        children = fs.listdir(top)
+        for directory in [top, *(os.path.join(top, n) for n in sorted(children))]:
+            meta = os.path.join(directory, METADATA)
+            if directory == top and METADATA not in children:
+                continue
+            if fs.isfile(meta) and not inside(fs.realpath(directory), target.path):
+                found.append(fs.realpath(meta))
+    return found
+
+
+def keep_metadata(directory: str, fs: Store = LOCAL) -> list[str]:
+    """Every ``_metadata`` under a --keep-referenced-by directory (refused when there is none)."""
+    root = fs.realpath(directory)
+    if not fs.isdir(root):
+        raise StorageError(f"--keep-referenced-by {fs.uri(directory)}: no such directory; give a checkpoint directory "
+                           f"whose checkpoints reference files here.")
+    if fs.is_local:
+        found = sorted(os.path.join(d, METADATA) for d, dirs, files in walk(root) if METADATA in files)
+    else:
+        found = sorted(f.path for f in fs.files(root) if os.path.basename(f.path) == METADATA)
+    if not found:
+        raise StorageError(f"--keep-referenced-by {fs.uri(directory)}: no {METADATA} under it, so it keeps nothing; give a "
+                           f"checkpoint directory.")
+    return found
+
+
+def walk(root: str) -> list[tuple[str, list[str], list[str]]]:
+    """os.walk without cutcheck's quarantine (never scanned as checkpoints, never orphans)."""
+    out = []
+    for d, dirs, files in os.walk(root):
+        dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR)
+        out.append((d, dirs, files))
+    return out
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def reroot(refs: list[str], chk_dir: str, anchors: list[str], present: set[str] | None = None) -> set[str]:
+    """Where the files ``refs`` name would be if the directory had been moved here (candidates, unchecked).
+
+    Two mappings, both only ever used to keep files: (1) the old location of the checkpoint
+    directory, read from its own exclusive files (``/old/ck/<job>/chk-7/<uuid>`` against
+    ``/new/ck/<job>/chk-7``), maps every old prefix onto the new one; (2) a path whose component
+    names an entry of an anchor (the base, a job directory) is re-rooted at that entry.
+    """
+    maps: set[tuple[str, str]] = set()
+    here = chk_dir.split(os.sep)
+    for ref in refs:
+        old = os.path.dirname(ref)
+        if old == chk_dir or os.path.basename(old) != os.path.basename(chk_dir):
+            continue
+        there = old.split(os.sep)
+        n = 0
+        while n < min(len(here), len(there)) and here[-1 - n] == there[-1 - n]:
+            n += 1
+        for j in range(1, n + 1):
+            maps.add((os.sep.join(there[:-j]) or os.sep, os.sep.join(here[:-j]) or os.sep))
+    found: set[str] = set()
+    for ref in refs:
+        for old, new in maps:
+            if inside(ref, old) and old != new:
+                found.add(os.path.normpath(new + ref[len(old):]))
+    if present is not None:  # the same answer, restricted to existing files, without listing any anchor
+        return (found & present) | _anchored(refs, set(anchors), present)
+    names = {a: set(_listdir(a)) for a in anchors}
+    for ref in refs:
+        parts = ref.split(os.sep)
+        for anchor, entries in names.items():
+            for k in range(1, len(parts)):
+                if parts[k] in entries:
+                    found.add(os.path.join(anchor, *parts[k:]))
+    return found
+
+
+def _anchored(refs: list[str], anchors: set[str], present: set[str]) -> set[str]:
+    """The existing files ``anchor/<tail of a ref>`` (a tail starts after the ref's first component): what
+    the anchor rule of ``reroot`` finds among ``present``, in time linear in the files and refs."""
+    tails = {os.sep.join(parts[k:]) for ref in refs for parts in [ref.split(os.sep)] for k in range(1, len(parts))}
+    heads = [a.rstrip(os.sep) + os.sep for a in anchors]
+    return {f for f in present if any(f.startswith(h) and f[len(h):] in tails for h in heads)}
