@@ -270,7 +270,7 @@ class BatchEngine(Engine):
                 regions = failover_regions(self.exec_graph, sid, available, self.regions)
                 collected |= {self.region_index[next(iter(r))] for r in regions}
         restart = sorted(r for r in collected if self.region_state[r] != "created")
-        if "restart-failed-task-only" in self.mutants:
+        if not self.rules.restarts_whole_region():
             self._restart_tasks_only(target, failed, sorted(collected))
             return
         doomed = [sid for r in restart for sid in sorted(self.regions[r])]

@@ -38,6 +38,7 @@ class Engine:
         self.scenario = scenario
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
+        self.rules = self.mutants.rules()  # the rules at every seam, a switched-on fault's where it replaces one
         if chooser is None:
             chooser = (ScriptedChooser(scenario.schedule.choices, scenario.seed) if scenario.schedule.choices
                        else SeededChooser(scenario.seed))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 
@@ -26,18 +27,42 @@ def _slice_from(buf: Buf, pos: int, cut: int | None) -> Buf | None:
     return Buf(buf.recs[lo - buf.seq0:hi - buf.seq0], lo, buf.origin)
 
 
+@seam
+def captures_recovered_data() -> bool:
+    """A snapshot taken while recovered channel state is still being replayed captures what is left
+    of it (Flink declines such checkpoints until the channels are recovered, facts §3.4)."""
+    return True
+
+
+@seam
+def drain_before_unaligned_snapshot(task: Task, first: InputChannel) -> None:
+    """Nothing is processed between an unaligned barrier's arrival and the snapshot it triggers."""
+
+
+@seam
+def captures_input_channel(ch: InputChannel) -> bool:
+    """An unaligned snapshot captures the in-flight data of every input channel, of every gate."""
+    return True
+
+
+@seam
+def persisted_output(state: list[Buf]) -> list[Buf]:
+    """The output buffers an unaligned barrier overtakes are persisted as output channel state."""
+    return state
+
+
 def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
     """Unconsumed recovered data, then queued data buffers before the barrier (facts §3.4)."""
     captured: list[Buf] = []
     pos = ch.head_pos
-    if "early-checkpoint-in-recovery" not in task.engine.mutants:
+    if task.engine.rules.captures_recovered_data():
         for buf in ch.recovered:
             piece = _slice_from(buf, pos, cut)
             pos = 0
             if piece is not None:
                 captured.append(piece)
     elif ch.recovered:
-        pos = 0  # the mutant forgets recovered data, and with it the deserializer's progress
+        pos = 0  # recovered data forgotten, and with it the deserializer's progress
     for item in ch.queue:
         if isinstance(item, Buf):
             piece = _slice_from(item, pos if not ch.recovered else 0, cut)
@@ -52,10 +77,8 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     engine = task.engine
     cp = b.cp
     task.last_cp = max(task.last_cp, cp)
-    if unaligned and first is not None and "process-after-barrier" in engine.mutants:
-        # The bug: drain the channel that delivered the barrier, post-barrier data included, first.
-        while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
-            task.process(first)
+    if unaligned and first is not None:
+        engine.rules.drain_before_unaligned_snapshot(task, first)
     snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)
     # Alignment: the steps this task spent between its first barrier and its snapshot.
     first_step = task.first_barrier.pop(cp, engine.step)
@@ -65,8 +88,8 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
         snap.processed[key] = ch.processed
         if not unaligned:
             continue
-        if "partial-input-state" in engine.mutants and ch.gate.index != 0:
-            continue  # the bug: only the first gate's channels are captured
+        if not engine.rules.captures_input_channel(ch):
+            continue
         if direct:
             # Triggered directly (every producer finished and sent all it had): no barrier will come,
             # and everything still queued is before the cut.
@@ -106,9 +129,9 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)
             if priority:
                 state = [Buf(list(x.recs), x.seq0, x.origin) for x in sp.queue if isinstance(x, Buf)]
-                if "early-checkpoint-in-recovery" in engine.mutants:
-                    state = [x for x in state if x.seq0 >= sp.recovered_end]  # the bug: recovered output is not captured
-                snap.output_state[key] = [] if "no-output-state" in engine.mutants else state
+                if not engine.rules.captures_recovered_data():
+                    state = [x for x in state if x.seq0 >= sp.recovered_end]
+                snap.output_state[key] = engine.rules.persisted_output(state)
                 barrier.cut = sp.transmitted
                 at = 0
                 while at < len(sp.queue) and isinstance(sp.queue[at], Barrier) and sp.queue[at].priority:
@@ -149,7 +172,7 @@ def convert_timed_out_barrier(task: Task, cp: int) -> None:
                     if snap is not None:
                         key = (p.edge, task.sid.index, sp.consumer)
                         state = [Buf(list(x.recs), x.seq0, x.origin) for x in ahead]
-                        snap.output_state[key] = [] if "no-output-state" in task.engine.mutants else state
+                        snap.output_state[key] = task.engine.rules.persisted_output(state)
                         snap.outputs_pending -= 1
                     if sp.trace is not None:
                         sp.trace.append(("timeout_switch", cp))

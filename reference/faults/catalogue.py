@@ -1,32 +1,27 @@
-"""Named protocol faults (DESIGN "Mutants"). Each is a copy of a real class of bug.
+"""The mutant catalogue: every fault, by name (docs/design.md "Mutants").
 
-The engine consults ``Mutants`` at the exact place where the correct rule is applied, so a mutant
-changes one rule and nothing else. ``verify`` must kill every one of them.
+Each fault is a re-created bug that replaces one rule at one seam (``reference.faults.seams``);
+``verify`` must kill every one that is not ``test_only``. The layer modules are imported here so that
+their faults register; the seams themselves register when the engine's rooms are imported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-MUTANTS: dict[str, str] = {
-    "no-output-state": "the unaligned barrier overtakes output buffers without persisting them",
-    "process-after-barrier": "post-barrier records are applied before the unaligned snapshot",
-    "partial-input-state": "input state is captured for the first gate's channels only",
-    "early-checkpoint-in-recovery": "a checkpoint completes before recovered data is drained, without capturing it",
-    "skip-stateless-reassignment": "a stateless vertex gets no channel state on rescale",
-    "no-rescale-filter": "ambiguous channel state is delivered unfiltered on rescale",
-    "discard-on-abort": "aborting a checkpoint deletes shared files other checkpoints still use",
-    "committer-drops-late": "the committer drops committables that arrive after their checkpoint completed",
-}
+from cutcheck.model.errors import ScenarioError
+from cutcheck.reference.faults import barriers, recovery, rescale, sinks, storage  # noqa: F401 (registers)
+from cutcheck.reference.faults.seams import Fault, Rules, faults
 
-# Faults only used by tests to show that a check can fail; never part of the mutation score.
-TEST_ONLY_FAULTS: dict[str, str] = {
-    "restart-failed-task-only": "region failover restarts only the failed task, not its region",
-}
+CATALOGUE: dict[str, Fault] = faults()
+MUTANTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if not f.test_only}
+TEST_ONLY_FAULTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if f.test_only}
 
 
 @dataclass(frozen=True, slots=True)
 class Mutants:
+    """The faults a scenario switches on, by name."""
+
     names: frozenset[str] = frozenset()
 
     def __contains__(self, name: object) -> bool:
@@ -34,7 +29,10 @@ class Mutants:
 
     @classmethod
     def of(cls, names: tuple[str, ...] | list[str]) -> Mutants:
-        unknown = [n for n in names if n not in MUTANTS and n not in TEST_ONLY_FAULTS]
+        unknown = [n for n in names if n not in CATALOGUE]
         if unknown:
-            raise ValueError(f"unknown mutant(s) {unknown}")
+            raise ScenarioError(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(CATALOGUE)}.")
         return cls(frozenset(names))
+
+    def rules(self) -> Rules:
+        return Rules(CATALOGUE[n] for n in sorted(self.names))

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.regions import failover_set, pipelined_regions
+from cutcheck.reference.faults.seams import seam
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -44,8 +45,15 @@ def failover(engine: Engine, target: str, failure_index: int | None) -> None:
         region_failover(engine, target, restart)
 
 
+@seam
+def restarts_whole_region() -> bool:
+    """A failed task restarts its whole pipelined region (and the regions consuming from it), never
+    the task alone (facts §6.4)."""
+    return True
+
+
 def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -> frozenset[SubtaskId] | None:
-    if strategy(engine) == "full" or target.startswith("job: ") or "restart-failed-task-only" in engine.mutants:
+    if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules.restarts_whole_region():
         return None
     if any(r.on_failure == failure_index for r in engine.scenario.rescales):
         return None

@@ -32,6 +32,7 @@ from cutcheck.model.partitioning import (
     subtask_state_mapper,
 )
 from cutcheck.reference.checks.invariants import order_checked_edges
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
 from cutcheck.reference.runtime.records import KEY
@@ -219,7 +220,7 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
     # function of the record's key and the new parallelism, and it keeps the renumbered channel
     # sequences (and so the CUT checks of later checkpoints) free of records nobody processes.
     selector = None
-    if ambiguous and "no-rescale-filter" not in engine.mutants:
+    if ambiguous and engine.rules.filters_ambiguous_channel_state():
         selector = make_selector(edge.partitioner, cn, max_parallelism=engine.graph.max_parallelism(edge.target))
     merged = False
     for (u, c), (inp, outp) in sorted(vchannels.items()):
@@ -243,6 +244,19 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
     return merged
 
 
+@seam
+def filters_ambiguous_channel_state() -> bool:
+    """Channel state whose records may now belong to another subtask is filtered by the new
+    partitioner on rescale (Flink's virtual channels and record filter, facts §2.5)."""
+    return True
+
+
+@seam
+def channel_state_to_assign(edge: Any, vchannels: dict[Any, ChannelState], stateless: set[str]) -> dict[Any, ChannelState]:
+    """Every vertex's channel state is reassigned on rescale, stateless vertices' too (facts §2.4)."""
+    return vchannels
+
+
 def assign_channel_states(engine: Engine, done: CompletedCheckpoint
                           ) -> tuple[dict[ChannelKey, ChannelState], dict[int, EdgeReport], set[str]]:
     """New channel -> (recovered input, recovered output); per-edge reports; vertices whose
@@ -258,11 +272,7 @@ def assign_channel_states(engine: Engine, done: CompletedCheckpoint
     merged: set[str] = set()
     for edge in graph.edges:
         vchannels = per_edge.get(edge.key, {})
-        if "skip-stateless-reassignment" in engine.mutants:
-            # The bug: a vertex without operator state of its own is skipped by the assignment, and
-            # with it the channel state it holds (input state of its gates, output state of its partitions).
-            vchannels = {k: ([] if edge.target in stateless else inp, [] if edge.source in stateless else outp)
-                         for k, (inp, outp) in vchannels.items()}
+        vchannels = engine.rules.channel_state_to_assign(edge, vchannels, stateless)
         report = EdgeReport(f"#{edge.key} {edge.source} -> {edge.target}", edge.partitioner,
                             (old[edge.source], new[edge.source]), (old[edge.target], new[edge.target]))
         report.input_records = sum(_records(inp) for inp, _ in vchannels.values())

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.operators import InvariantViolation, Operator
 
 if TYPE_CHECKING:
@@ -18,6 +19,14 @@ if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
 
 FINAL = -1  # committables of the end of input, bound to the next checkpoint this subtask takes part in
+
+
+
+@seam
+def committables_to_recommit(pending: list[list[Any]], restored_cp: int) -> list[list[Any]]:
+    """On restore the committer keeps every committable it restored, those of checkpoints that already
+    completed included, and commits them again (committing is idempotent, facts §7.2)."""
+    return pending
 
 
 class TransactionStore:
@@ -131,10 +140,7 @@ class SinkOperator(Operator):
 
     def recover_and_commit(self, restored_cp: int) -> None:
         """On restore the committer commits everything up to the restored checkpoint again (facts §7.2)."""
-        if "committer-drops-late" in self.task.engine.mutants:
-            # The bug: committables whose checkpoint already completed are treated as late and dropped.
-            self.pending = [e for e in self.pending if e[0] == FINAL or e[0] > restored_cp]
-            return
+        self.pending = self.task.engine.rules.committables_to_recommit(self.pending, restored_cp)
         self.notify_complete(restored_cp)
 
     def transactions(self) -> set[str]:

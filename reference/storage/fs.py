@@ -38,7 +38,7 @@ from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.faults.seams import Rules, seam
 from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
@@ -49,6 +49,7 @@ from cutcheck.reference.storage.codec import (
     is_keyed,
     split_keyed,
 )
+from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.files import (
     CHK_PREFIX,
     METADATA,
@@ -59,20 +60,27 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.memory import CompletedCheckpoint
-from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
     metadata_bytes,
     referenced_files,
 )
+from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 
 
 def registry_key(vertex: str, kg: int, digest: str) -> str:
     """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes."""
     return f"{vertex}/{kg}/{digest}"
+
+
+
+@seam
+def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
+    """An aborted checkpoint discards none of its shared files at once: they stay registered and go
+    at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
+    return []
 
 
 @dataclass(slots=True)
@@ -101,10 +109,10 @@ class FsCheckpointStorage:
     """The engine's CheckpointStorage (reference.storage.memory) over a real directory."""
 
     def __init__(self, config: StorageConfig, *, restore: str | None = None, restore_mode: str | None = None,
-                 mutants: Mutants | None = None, crash_after: int | None = None,
+                 rules: Rules | None = None, crash_after: int | None = None,
                  op_log: list[tuple[str, str]] | None = None):
         self.config = config
-        self.mutants = mutants or Mutants()
+        self.rules = rules or Rules()  # the seams of storage rules a fault may replace
         self.base = os.path.abspath(remove_marker(config.dir, config.entropy))  # metadata, directories: no entropy
         self.data_base = os.path.abspath(config.dir)  # data files: the marker stays, replaced per file
         self.root = storage_root(config.dir, config.entropy)  # what _metadata names files relative to
@@ -133,7 +141,7 @@ class FsCheckpointStorage:
     # ------------------------------------------------------------------ engine wiring
     def bind(self, engine: Any) -> None:
         """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
-        self.mutants = engine.mutants
+        self.rules = engine.rules
         pending = engine.coordinator.pending
         self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
 
@@ -181,9 +189,8 @@ class FsCheckpointStorage:
         for path in p.exclusive:
             self.files.delete(path)
             self._prune(os.path.dirname(path))
-        if "discard-on-abort" in self.mutants:
-            for path in sorted(set(p.shared.values())):  # the bug: its shared files, reused ones too
-                self.files.delete(path)
+        for path in self.rules.shared_files_discarded_on_abort(sorted(set(p.shared.values()))):
+            self.files.delete(path)
         self._prune(p.path)
         self._check_ref(f"after checkpoint {cp} was aborted")
 

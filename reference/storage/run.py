@@ -41,7 +41,7 @@ def open_storage(scenario: Scenario, *, checkpoint_dir: str | Path | None = None
         raise ScenarioError(f"--restore-mode {mode!r} is not one of {', '.join(RESTORE_MODES)}.")
     if config is None:
         return None, (load_restore_target(path)[0] if path is not None else None)
-    storage = FsCheckpointStorage(config, restore=path, restore_mode=mode, mutants=Mutants.of(list(scenario.mutants)))
+    storage = FsCheckpointStorage(config, restore=path, restore_mode=mode, rules=Mutants.of(list(scenario.mutants)).rules())
     return storage, storage.restored
 
 

@@ -43,7 +43,7 @@ def storage(base: Path, **kw: Any) -> FsCheckpointStorage:
     mutants = kw.pop("mutants", None)
     log = kw.pop("op_log", None)
     cfg = StorageConfig(dir=str(base), **{"incremental": True, "inline_threshold": 0, **kw})
-    return FsCheckpointStorage(cfg, restore=restore, restore_mode=mode, mutants=mutants, op_log=log)
+    return FsCheckpointStorage(cfg, restore=restore, restore_mode=mode, rules=(mutants or Mutants()).rules(), op_log=log)
 
 
 def checkpoint(st_: FsCheckpointStorage, cp: int, state: dict, rng: random.Random, retained: int = 3,

@@ -100,7 +100,7 @@ class StorageMachine(RuleBasedStateMachine):
     def start(self, retained: int, threshold: int, seed: int) -> None:
         self.retained = retained
         self.config = StorageConfig(dir=self.base, incremental=True, inline_threshold=threshold, seed=seed)
-        self.fs = FsCheckpointStorage(self.config, mutants=self.mutants)
+        self.fs = FsCheckpointStorage(self.config, rules=self.mutants.rules())
         self.mem = InMemoryStorage()
         self.pending: dict[int, tuple[str, dict]] = {}  # id -> (kind, acks)
         self.aborted: list[int] = []

@@ -1,0 +1,38 @@
+"""Faults in barrier handling and the snapshot of in-flight data (unaligned checkpoints)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cutcheck.reference.faults.seams import Fault, Layer
+
+
+class NoOutputState(Fault):
+    """The unaligned barrier overtakes output buffers without persisting them."""
+
+    name, seam, layer = "no-output-state", "persisted_output", Layer.BARRIERS
+
+    def rule(self, correct: Any, state: list[Any]) -> list[Any]:
+        return []
+
+
+class ProcessAfterBarrier(Fault):
+    """Post-barrier records are applied before the unaligned snapshot."""
+
+    name, seam, layer = "process-after-barrier", "drain_before_unaligned_snapshot", Layer.BARRIERS
+
+    def rule(self, correct: Any, task: Any, first: Any) -> None:
+        # Drain the channel that delivered the barrier, post-barrier data included, first.
+        from cutcheck.reference.runtime.network import Buf
+
+        while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
+            task.process(first)
+
+
+class PartialInputState(Fault):
+    """Input state is captured for the first gate's channels only (``hasInflightData`` checked one gate)."""
+
+    name, seam, layer, key = "partial-input-state", "captures_input_channel", Layer.BARRIERS, "FLINK-18139"
+
+    def rule(self, correct: Any, ch: Any) -> bool:
+        return ch.gate.index == 0
