@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.network import (
     Barrier,
     Buf,
@@ -43,14 +44,14 @@ def deliver_head(engine: Engine, sp: OutputSubpartition) -> None:
             ch.priority.append(head)
             ch.task.pending_priority += 1
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            stop_persisting_at(ch, head.cp)
+            engine.rules.stop_persisting_at(ch, head.cp)
             if sp.trace is not None:
                 sp.trace.append(("priority_arrival", head.cp))
         else:
             ch.queue.append(head)
             if head.options != "at_least_once":
                 sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
-            stop_persisting_at(ch, head.cp)
+            engine.rules.stop_persisting_at(ch, head.cp)
             if sp.trace is not None:
                 sp.trace.append(("transmit_barrier", head.cp))
             if head.options == "timeoutable":
@@ -80,6 +81,7 @@ def deliver_head(engine: Engine, sp: OutputSubpartition) -> None:
                     t.direct_triggers.append(Barrier(cp, p.kind, p.options, p.trigger_step))
 
 
+@seam
 def stop_persisting_at(ch: Any, cp: int) -> None:
     """A barrier of checkpoint ``cp`` reached the channel: what follows it is after the cut of ``cp``
     and of any older checkpoint, so persisting for those ends. A stale barrier (of an aborted, older

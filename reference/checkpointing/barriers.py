@@ -16,10 +16,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
+
+
+@seam
+def end_of_partition_counts_as_barrier() -> bool:
+    """A channel's end of partition stands in for its barrier during alignment (FLIP-147, FLINK-21086)."""
+    return True
 
 
 class HandlerState:
@@ -89,7 +96,8 @@ class CollectingBarriers(HandlerState):
         return self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
-        self.received.add(ch.index_in_task)
+        if task.engine.rules.end_of_partition_counts_as_barrier():
+            self.received.add(ch.index_in_task)
         return self._complete(task) if task.all_received(self.received) else self
 
     def _complete(self, task: Task) -> HandlerState:

@@ -7,12 +7,23 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.scenario import SavepointTrigger
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from cutcheck.reference.engine import Engine
+    from cutcheck.reference.runtime.tasks import Task
+
+
+@seam
+def tasks_to_wait_for(tasks: Iterable[Task]) -> set[SubtaskId]:
+    """A checkpoint waits for an acknowledgement of every subtask of the job, running or finished
+    (a finished one acknowledges its final snapshot, FLIP-147; ``CheckpointPlan.tasksToWaitFor``)."""
+    return {t.sid for t in tasks}
 
 
 @dataclass(slots=True)
@@ -106,7 +117,7 @@ class Coordinator:
     def trigger(self, kind: str = "checkpoint") -> int:
         cp = self.next_id
         self.next_id += 1
-        expected = {t.sid for t in self.engine.tasks.values()}
+        expected = self.engine.rules.tasks_to_wait_for(self.engine.tasks.values())
         self.pending[cp] = PendingCheckpoint(cp, kind, self.checkpoint_options(kind), self.engine.step, expected)
         return cp
 

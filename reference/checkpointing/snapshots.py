@@ -51,6 +51,13 @@ def persisted_output(state: list[Buf]) -> list[Buf]:
     return state
 
 
+@seam
+def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
+    """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
+    that checkpoint: the snapshot captured what was left of the recovered data when it was taken
+    (``capture_input``); only buffers arriving over the network are persisted as they come."""
+
+
 def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
     """Unconsumed recovered data, then queued data buffers before the barrier (facts §3.4)."""
     captured: list[Buf] = []

@@ -36,3 +36,30 @@ class PartialInputState(Fault):
 
     def rule(self, correct: Any, ch: Any) -> bool:
         return ch.gate.index == 0
+
+
+class EndOfPartitionNotCounted(Fault):
+    """An aligning task does not count a finished channel's end of partition as that channel's barrier.
+
+    FLINK-21086 (FLIP-147): before alignment supported finished input channels, a task whose input had
+    ended waited for a barrier that would never come on that channel.
+    """
+
+    name, seam, layer, key = ("eop-not-counted-in-alignment", "end_of_partition_counts_as_barrier", Layer.BARRIERS,
+                              "FLINK-21086")
+
+    def rule(self, correct: Any) -> bool:
+        return False
+
+
+class ObsoleteBarrierEndsPersisting(Fault):
+    """A stale barrier of an older, aborted checkpoint ends the persisting of a newer unaligned checkpoint.
+
+    FLINK-21104 (with FLINK-20654): ``RemoteInputChannel`` decided which buffers to spill from an obsoleted
+    barrier that had not been cancelled, so the newer checkpoint missed in-flight buffers behind it.
+    """
+
+    name, seam, layer, key = ("obsolete-barrier-ends-persisting", "stop_persisting_at", Layer.BARRIERS, "FLINK-21104")
+
+    def rule(self, correct: Any, ch: Any, cp: int) -> None:
+        ch.persisting = None

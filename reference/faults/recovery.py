@@ -23,3 +23,34 @@ class RestartFailedTaskOnly(Fault):
 
     def rule(self, correct: Any) -> bool:
         return False
+
+
+class RecoveredBuffersPersistedTwice(Fault):
+    """A recovered buffer polled before the barrier is persisted again, though the snapshot already captured it.
+
+    FLINK-40016: when an unaligned checkpoint started while recovered buffers were still queued in a
+    ``LocalInputChannel``, ``checkpointStarted`` persisted them once and ``maybePersist`` persisted each
+    again as the task polled it, so the channel state held duplicates.
+    """
+
+    name, seam, layer, key = ("recovered-buffers-persisted-twice", "recovered_buffer_polled", Layer.RECOVERY,
+                              "FLINK-40016")
+
+    def rule(self, correct: Any, task: Any, ch: Any, buf: Any) -> None:
+        snap = task.snapshots.get(ch.persisting)
+        if snap is not None:
+            snap.input_state.setdefault(task.channel_key(ch), []).append(buf)
+
+
+class TerminalCountsAsFinished(Fault):
+    """The checkpoint plan leaves out subtasks past their end of input, so it completes without their snapshots.
+
+    FLINK-40482: ``isFinished()`` returned ``state.isTerminal()``, so tasks that were not running (failed
+    or canceled as well as finished) were dropped from ``tasksToWaitFor`` and a checkpoint completed with
+    fewer acknowledgements than subtasks that still held state or in-flight data.
+    """
+
+    name, seam, layer, key = ("terminal-counts-as-finished", "tasks_to_wait_for", Layer.RECOVERY, "FLINK-40482")
+
+    def rule(self, correct: Any, tasks: Any) -> set[Any]:
+        return {t.sid for t in tasks if not t.finished}

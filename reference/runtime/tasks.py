@@ -214,6 +214,8 @@ class Task:
             ch.head_pos = 0
             if live:
                 ch.gate.release_buffer(ch)
+            elif ch.persisting is not None:
+                self.engine.rules.recovered_buffer_polled(self, ch, buf)
         else:
             ch.head_pos = i
 
@@ -272,7 +274,9 @@ class Task:
         return None
 
     def all_received(self, received: set[int]) -> bool:
-        return all(ch.index_in_task in received or ch.ended for ch in self.channels)
+        # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
+        eop_counts = self.engine.rules.end_of_partition_counts_as_barrier()
+        return all(ch.index_in_task in received or (ch.ended and eop_counts) for ch in self.channels)
 
     def block(self, ch: InputChannel) -> None:
         ch.blocked = True
