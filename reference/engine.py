@@ -16,7 +16,11 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
-from cutcheck.reference.checks.invariants import check_cut_of_checkpoint, order_checked_edges
+from cutcheck.reference.checks.invariants import (
+    check_cut_of_checkpoint,
+    check_savepoint_self_contained,
+    order_checked_edges,
+)
 from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.debloat import Debloating, current_buffer_size
@@ -365,6 +369,7 @@ class Engine:
         # ``cut_checks`` off lets a test show that trace validation alone catches a faulty engine.
         if self.cut_checks and self.scenario.checkpoint.mode != "at_least_once":
             check_cut_of_checkpoint(self, done)
+        check_savepoint_self_contained(done)
 
     def inflight_bytes(self) -> int:
         rb = self.scenario.network.record_bytes

@@ -79,6 +79,19 @@ class SavepointSchedule:
         return [d for i, d in self.due.items() if i not in self.fired]
 
 
+@seam
+def checkpoint_options_for(kind: str, mode: str, timeout: int | None) -> str:
+    """CheckpointOptions.forConfig (facts §3.2): a savepoint is always aligned, whatever the mode, so that
+    it holds no in-flight data (FLINK-17467, FLINK-18252)."""
+    if mode == "at_least_once":
+        return "at_least_once"
+    if kind == "savepoint" or mode == "aligned":
+        return "aligned"
+    if mode == "unaligned" or not timeout:
+        return "unaligned"
+    return "timeoutable"
+
+
 class Coordinator:
     def __init__(self, engine: Engine, storage: CheckpointStorage):
         self.engine = engine
@@ -100,15 +113,8 @@ class Coordinator:
         return p.options if p is not None else "aligned"
 
     def checkpoint_options(self, kind: str) -> str:
-        """CheckpointOptions.forConfig (facts §3.2); savepoints are always aligned."""
-        mode = self.engine.scenario.checkpoint.mode
-        if mode == "at_least_once":
-            return "at_least_once"
-        if kind == "savepoint" or mode == "aligned":
-            return "aligned"
-        if mode == "unaligned" or not self.engine.scenario.checkpoint.timeout:
-            return "unaligned"
-        return "timeoutable"
+        ck = self.engine.scenario.checkpoint
+        return self.engine.rules.checkpoint_options_for(kind, ck.mode, ck.timeout)
 
     def can_trigger(self) -> bool:
         ck = self.engine.scenario.checkpoint

@@ -52,6 +52,14 @@ def persisted_output(state: list[Buf]) -> list[Buf]:
 
 
 @seam
+def starts_persisting(ch: InputChannel) -> bool:
+    """An unaligned snapshot starts persisting every input channel whose barrier has not come yet, a
+    channel still replaying recovered state included: the buffers that reach it after its recovery and
+    before its barrier belong to the checkpoint (``checkpointStarted`` on every channel, facts §3.4)."""
+    return True
+
+
+@seam
 def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
     """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
     that checkpoint: the snapshot captured what was left of the recovered data when it was taken
@@ -104,7 +112,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             continue
         known = ch.barrier_arrived == cp
         snap.input_state[key] = capture_input(task, ch, ch.barrier_cut if known else None)
-        if not known and not ch.ended and not ch.eop_arrived:
+        if not known and not ch.ended and not ch.eop_arrived and engine.rules.starts_persisting(ch):
             ch.persisting = cp  # until this channel's barrier arrives (or its end of partition)
     task.snapshots[cp] = snap
     pre_barrier = getattr(task.op, "pre_barrier", None)

@@ -43,6 +43,18 @@ def check_cut_of_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
                 )
 
 
+def check_savepoint_self_contained(done: CompletedCheckpoint) -> None:
+    """SAVEPOINT: a savepoint holds no in-flight data. Savepoints are always aligned (facts §3.2), because
+    they must restore after changes of topology or parallelism that channel state does not survive."""
+    if done.kind != "savepoint":
+        return
+    for sid, snap in done.tasks.items():
+        inflight = [k for k, bufs in (*snap.input_state.items(), *snap.output_state.items()) if bufs]
+        if inflight:
+            raise InvariantViolation("SAVEPOINT", f"savepoint {done.cp}: {sid} holds in-flight data of channel(s) "
+                                                  f"{', '.join(map(str, sorted(set(inflight))))}")
+
+
 def cut_holds_ranges(pieces: list[tuple[int, int]], emitted: int) -> bool:
     """Sequence ranges [lo, hi) laid end to end must be exactly [0, emitted), in order.
 

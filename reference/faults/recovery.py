@@ -54,3 +54,18 @@ class TerminalCountsAsFinished(Fault):
 
     def rule(self, correct: Any, tasks: Any) -> set[Any]:
         return {t.sid for t in tasks if not t.finished}
+
+
+class RecoveringChannelMissesCheckpointStart(Fault):
+    """A channel still replaying recovered state does not start persisting, so later pre-barrier buffers are lost.
+
+    FLINK-20654 (PR 14581, its second and third cases): a channel not yet converted from a recovered one
+    did not handle ``checkpointStarted``, so buffers arriving after its conversion and before the
+    barrier were not captured and the checkpoint was inconsistent.
+    """
+
+    name, seam, layer, key = ("recovering-channel-misses-checkpoint-start", "starts_persisting", Layer.RECOVERY,
+                              "FLINK-20654")
+
+    def rule(self, correct: Any, ch: Any) -> bool:
+        return not ch.recovery_pending and correct(ch)
