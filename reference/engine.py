@@ -91,7 +91,7 @@ class Engine:
         if new_parallelism:
             self.parallelism.update(new_parallelism)
         self.exec_graph = ExecutionGraph(self.graph, self.parallelism)
-        self.edge_unaligned = {e.key: self.exec_graph.edge_supports_unaligned(e.key) for e in self.graph.edges}
+        self.edge_unaligned = {e.key: self.rules.edge_carries_unaligned_barriers(self.graph, e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
         if restored is not None:
             from cutcheck.reference.recovery.recovery import restore_state

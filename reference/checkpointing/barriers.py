@@ -16,11 +16,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.model.execution import edge_supports_unaligned
+from cutcheck.model.graph import JobGraph
 from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
+
+
+@seam
+def edge_carries_unaligned_barriers(job: JobGraph, edge: int) -> bool:
+    """Barriers on an edge may overtake data only if no input of its consumer is pointwise, broadcast
+    or custom (facts §3.7): Flink forces those aligned, as their in-flight data cannot be rescaled."""
+    return edge_supports_unaligned(job, edge)
+
+
+@seam
+def barrier_options_on_edge(options: str, uc_capable: bool) -> str:
+    """The options a barrier carries on one output edge: the checkpoint's own on an edge that may be
+    unaligned (and at-least-once everywhere); on any other edge unaligned and timeoutable barriers alike
+    become forced aligned, so that they never overtake data there (``RecordWriterOutput.broadcastEvent``
+    after FLINK-33693, facts §3.7)."""
+    return options if (uc_capable or options == "at_least_once") else "forced_aligned"
 
 
 @seam

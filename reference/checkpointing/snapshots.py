@@ -132,7 +132,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
                 # the cut and there is no output state.
                 snap.output_state[key] = []
                 continue
-            opts = options if (uc_capable or options == "at_least_once") else "forced_aligned"
+            opts = engine.rules.barrier_options_on_edge(options, uc_capable)
             priority = opts == "unaligned" or (opts == "timeoutable" and engine.timed_out(cp))
             if task.finished and not priority:
                 # Finished, its data and end of partition still queued: in order, the end of

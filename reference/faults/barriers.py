@@ -63,3 +63,55 @@ class ObsoleteBarrierEndsPersisting(Fault):
 
     def rule(self, correct: Any, ch: Any, cp: int) -> None:
         ch.persisting = None
+
+
+
+class BroadcastEdgeUnaligned(Fault):
+    """Broadcast edges carry unaligned barriers, so a checkpoint holds broadcast data in flight.
+
+    FLINK-22815 (with FLINK-22686): unaligned checkpoints were not disabled for broadcast partitioning;
+    their channel state cannot follow a change of parallelism, and restoring such a checkpoint rescaled
+    failed.
+    """
+
+    name, seam, layer, key = ("broadcast-edge-unaligned", "edge_carries_unaligned_barriers", Layer.BARRIERS,
+                              "FLINK-22815")
+
+    def rule(self, correct: Any, job: Any, edge: int) -> bool:
+        from cutcheck.model.partitioning import is_broadcast, supports_unaligned
+
+        return all(supports_unaligned(e.partitioner) or is_broadcast(e.partitioner)
+                   for e in job.in_edges(job.edge(edge).target))
+
+
+class PointwiseEdgeUnaligned(Fault):
+    """Pointwise (forward, rescale) edges carry unaligned barriers, so a checkpoint holds their data in flight.
+
+    FLINK-21945: pointwise connections were checkpointed unaligned although their in-flight data cannot
+    be redistributed when the parallelism changes (FLINK-21936); restoring such a checkpoint rescaled
+    failed ("Cannot rescale the given pointwise partitioner").
+    """
+
+    name, seam, layer, key = ("pointwise-edge-unaligned", "edge_carries_unaligned_barriers", Layer.BARRIERS,
+                              "FLINK-21945")
+
+    def rule(self, correct: Any, job: Any, edge: int) -> bool:
+        from cutcheck.model.partitioning import is_pointwise, supports_unaligned
+
+        return all(supports_unaligned(e.partitioner) or is_pointwise(e.partitioner)
+                   for e in job.in_edges(job.edge(edge).target))
+
+
+class TimeoutableBypassesForcedAlignment(Fault):
+    """A timeoutable barrier keeps its options on a forced-aligned edge, so it may time out into an unaligned one.
+
+    FLINK-33693: ``RecordWriterOutput.broadcastEvent`` forced a barrier aligned only if it was a priority
+    event; an aligned-with-timeout barrier is not one, so on pointwise and broadcast edges it stayed
+    timeoutable, overtook data after the timeout, and the checkpoint could not be restored rescaled.
+    """
+
+    name, seam, layer, key = ("timeoutable-bypasses-forced-alignment", "barrier_options_on_edge", Layer.BARRIERS,
+                              "FLINK-33693")
+
+    def rule(self, correct: Any, options: str, uc_capable: bool) -> str:
+        return options if options == "timeoutable" else correct(options, uc_capable)
