@@ -1,0 +1,98 @@
+"""The faults of the barrier, savepoint and recovery layers, each on a frozen scenario: clean without
+the fault, caught with it (a named violation, or a rescaled restore that Flink refuses)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.faults.catalogue import CATALOGUE
+from cutcheck.reference.faults.seams import Layer
+from tests.reference.helpers import scenario
+
+# Fail count[0] after checkpoint 1, then count[1] after checkpoint 3: the second failure restores a
+# checkpoint taken while the first failure's recovered channel state was still being replayed.
+TWICE = [{"after_checkpoint": 1, "delay": 0, "target": "count[0]"},
+         {"after_checkpoint": 3, "delay": 0, "target": "count[1]"}]
+TWICE_JOIN = [{**f, "target": f["target"].replace("count", "join")} for f in TWICE]
+# Checkpoints that expire while their barriers are still queued upstream (a failed one does not fail the job).
+EXPIRING = {"checkpoint_timeout": 40, "tolerable_failed": 1000}
+
+# fault -> (scenario, the invariant that catches it)
+VIOLATIONS: dict[str, tuple[dict[str, Any], str]] = {
+    "eop-not-counted-in-alignment": (
+        scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000), "LIVENESS"),
+    "obsolete-barrier-ends-persisting": (
+        scenario("union.json", mode="unaligned", seed=1, slow="count", failures=TWICE), "CUT"),
+    "recovered-buffers-persisted-twice": (
+        scenario("co-map.json", mode="unaligned", seed=1, slow="join", interval=15, failures=TWICE_JOIN), "CUT"),
+    "recovering-channel-misses-checkpoint-start": (
+        scenario("keyed-pipeline.json", mode="unaligned", seed=1, slow="count", interval=15, failures=TWICE), "CUT"),
+    "terminal-counts-as-finished": (
+        scenario("keyed-pipeline.json", mode="aligned", seed=1, failures=TWICE), "CUT"),
+    "savepoint-as-priority-barrier": (
+        scenario("keyed-pipeline.json", mode="unaligned", seed=1, slow="count",
+                 savepoints=[{"after_checkpoint": 1, "delay": 0}]), "SAVEPOINT"),
+}
+VIOLATIONS["obsolete-barrier-ends-persisting"][0]["checkpoint"].update(EXPIRING)
+
+FORWARD = {"name": "forward", "max_parallelism": 128,
+           "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 600, "keys": 8, "splits": 4},
+                        {"id": "map", "kind": "map", "parallelism": 2},
+                        {"id": "sink", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}],
+           "edges": [{"from": "src", "to": "map", "partitioner": "forward"},
+                     {"from": "map", "to": "sink", "partitioner": "rebalance"}]}
+RESCALE_FORWARD = {"failures": [{"after_checkpoint": 2, "delay": 0, "target": "map[0]"}],
+                   "rescales": [{"on_failure": 0, "parallelism": {"src": 3, "map": 3}}]}
+RESCALE_APPLY = {"failures": [{"after_checkpoint": 2, "delay": 0, "target": "apply[0]"}],
+                 "rescales": [{"on_failure": 0, "parallelism": {"apply": 2}}]}
+
+# fault -> a scenario whose rescaled restore Flink accepts, and refuses once the fault put channel
+# state on an edge whose in-flight data cannot be redistributed
+REFUSALS: dict[str, dict[str, Any]] = {
+    "pointwise-edge-unaligned": scenario(FORWARD, mode="unaligned", seed=1, slow="map", **RESCALE_FORWARD),
+    "timeoutable-bypasses-forced-alignment": scenario(FORWARD, mode="aligned_timeout", timeout=3, seed=1, slow="map",
+                                                      **RESCALE_FORWARD),
+    "broadcast-edge-unaligned": scenario("broadcast-state.json", mode="unaligned", seed=1, slow="apply",
+                                         **RESCALE_APPLY),
+}
+
+MINE = {Layer.BARRIERS, Layer.SAVEPOINTS, Layer.RECOVERY}
+
+
+def _with(sdict: dict[str, Any], *mutants: str) -> Scenario:
+    return Scenario.from_json({**sdict, "mutants": list(mutants)})
+
+
+@pytest.mark.parametrize("fault", sorted(VIOLATIONS))
+def test_fault_is_caught_by_its_invariant(fault: str) -> None:
+    sdict, invariant = VIOLATIONS[fault]
+    clean = simulate(_with(sdict))
+    assert clean.ok, (clean.violations, clean.exactly_once)
+    broken = simulate(_with(sdict, fault))
+    assert [v["invariant"] for v in broken.violations][:1] == [invariant], broken.violations
+
+
+@pytest.mark.parametrize("fault", sorted(REFUSALS))
+def test_fault_makes_flink_refuse_a_rescaled_restore(fault: str) -> None:
+    sdict = REFUSALS[fault]
+    clean = simulate(_with(sdict))
+    assert clean.ok and any(r.get("rescaled") for r in clean.restores), (clean.violations, clean.restores)
+    with pytest.raises(RestoreRefused, match="in-flight"):
+        simulate(_with(sdict, fault))
+
+
+def test_every_fault_of_these_layers_has_a_frozen_scenario() -> None:
+    covered = set(VIOLATIONS) | set(REFUSALS)
+    ours = {n for n, f in CATALOGUE.items() if f.layer in MINE and f.key and not f.test_only}
+    older = {"early-checkpoint-in-recovery", "partial-input-state"}  # tests/reference/test_mutants.py
+    assert ours - older == covered
+
+
+def test_each_fault_names_a_distinct_mechanism() -> None:
+    mechanisms = [CATALOGUE[n].mechanism for n in (*VIOLATIONS, *REFUSALS)]
+    assert len(set(mechanisms)) == len(mechanisms)
+    assert all(CATALOGUE[n].key.startswith("FLINK-") for n in (*VIOLATIONS, *REFUSALS))
