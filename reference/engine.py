@@ -263,6 +263,8 @@ class Engine:
         b = t.direct_triggers.pop(0)
         if b.cp not in self.coordinator.pending or b.cp <= t.last_cp:
             return  # aborted, or this task already took the snapshot (a barrier got here first)
+        if not self.rules.trigger_reaches_task(t):
+            return
         unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(t, b)
         snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
 

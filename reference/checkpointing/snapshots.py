@@ -52,6 +52,14 @@ def persisted_output(state: list[Buf]) -> list[Buf]:
 
 
 @seam
+def trigger_reaches_task(task: Task) -> bool:
+    """A checkpoint trigger sent to a task is never silently lost: a task that finished its input in
+    between still snapshots (its final state, FLIP-147), as Flink's task either runs the trigger or
+    declines it so that the coordinator aborts the checkpoint (FLINK-23741)."""
+    return True
+
+
+@seam
 def starts_persisting(ch: InputChannel) -> bool:
     """An unaligned snapshot starts persisting every input channel whose barrier has not come yet, a
     channel still replaying recovered state included: the buffers that reach it after its recovery and

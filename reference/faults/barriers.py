@@ -115,3 +115,17 @@ class TimeoutableBypassesForcedAlignment(Fault):
 
     def rule(self, correct: Any, options: str, uc_capable: bool) -> str:
         return options if options == "timeoutable" else correct(options, uc_capable)
+
+
+class TriggerLostOnFinishedTask(Fault):
+    """A trigger that reaches a task after it finished is dropped, so the checkpoint waits for an acknowledgement forever.
+
+    FLINK-23741: ``TaskExecutor#triggerCheckpoint`` reported a checkpoint as triggered while the
+    ``StreamTask`` had already finished and never ran it; with checkpoints after tasks finished enabled,
+    the final checkpoint deadlocked (or timed out after a long time).
+    """
+
+    name, seam, layer, key = ("trigger-lost-on-finished-task", "trigger_reaches_task", Layer.BARRIERS, "FLINK-23741")
+
+    def rule(self, correct: Any, task: Any) -> bool:
+        return not task.finished

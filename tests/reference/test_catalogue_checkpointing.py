@@ -33,6 +33,8 @@ VIOLATIONS: dict[str, tuple[dict[str, Any], str]] = {
         scenario("keyed-pipeline.json", mode="unaligned", seed=1, slow="count", interval=15, failures=TWICE), "CUT"),
     "terminal-counts-as-finished": (
         scenario("keyed-pipeline.json", mode="aligned", seed=1, failures=TWICE), "CUT"),
+    "trigger-lost-on-finished-task": (
+        scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000), "LIVENESS"),
     "savepoint-as-priority-barrier": (
         scenario("keyed-pipeline.json", mode="unaligned", seed=1, slow="count",
                  savepoints=[{"after_checkpoint": 1, "delay": 0}]), "SAVEPOINT"),
