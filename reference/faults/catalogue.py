@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from cutcheck.model.errors import InvalidArgument
+
 MUTANTS: dict[str, str] = {
     "no-output-state": "the unaligned barrier overtakes output buffers without persisting them",
     "process-after-barrier": "post-barrier records are applied before the unaligned snapshot",
@@ -36,5 +38,5 @@ class Mutants:
     def of(cls, names: tuple[str, ...] | list[str]) -> Mutants:
         unknown = [n for n in names if n not in MUTANTS and n not in TEST_ONLY_FAULTS]
         if unknown:
-            raise ValueError(f"unknown mutant(s) {unknown}")
+            raise InvalidArgument(f"unknown mutant(s) {unknown}")
         return cls(frozenset(names))

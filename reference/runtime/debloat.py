@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import InvalidArgument, ScenarioError
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -147,7 +147,7 @@ class ThroughputCalculator:
 
     def throughput_of(self, data_size: int, time: int) -> int:
         if data_size < 0 or time < 0:
-            raise ValueError("size and time must be non negative")
+            raise InvalidArgument("size and time must be non negative")
         if time == 0:
             return self.current_throughput  # nothing measured: keep the previous value
         self.current_throughput = instant_throughput(data_size, time)
@@ -172,7 +172,7 @@ class BufferSizeEMA:
 
     def calculate_buffer_size(self, total_bytes: int, total_buffers: int) -> int:
         if total_bytes < 0 or total_buffers <= 0:
-            raise ValueError("total bytes must be non negative and buffers positive")
+            raise InvalidArgument("total bytes must be non negative and buffers positive")
         # long arithmetic: min(total / buffers, 2L * last)
         desirable = min(_ldiv(total_bytes, total_buffers), _long(2 * self.last_buffer_size))
         # int += double is int = (int) (int + double): the sum truncates toward zero

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cutcheck.reference.runtime.operators import InvariantViolation, Operator
+from cutcheck.model.errors import InvariantViolation
+from cutcheck.reference.runtime.operators import Operator
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel

@@ -36,10 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cutcheck.model.errors import StorageError
+from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.faults.catalogue import Mutants
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
     dumps,
@@ -49,6 +48,7 @@ from cutcheck.reference.storage.codec import (
     is_keyed,
     split_keyed,
 )
+from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.files import (
     CHK_PREFIX,
     METADATA,
@@ -59,15 +59,14 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.memory import CompletedCheckpoint
-from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
     metadata_bytes,
     referenced_files,
 )
+from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 
 
 def registry_key(vertex: str, kg: int, digest: str) -> str:

@@ -80,7 +80,6 @@ from cutcheck.reference.storage.files import (
     remove_marker,
 )
 from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
-from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store, within
 from cutcheck.reference.storage.scope import (
     context_metadata,
     inside,
@@ -89,6 +88,7 @@ from cutcheck.reference.storage.scope import (
     require_metadata,
     reroot,
 )
+from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store, within
 
 Reader = Callable[[str], CheckpointRefs]
 
