@@ -16,14 +16,15 @@ from typing import Any
 import networkx as nx
 
 from cutcheck.model.errors import GraphError
+from cutcheck.model.kinds import Delivery, Exchange, Partitioner, VertexKind, values
 from cutcheck.model.sections import Section
 
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 
-VERTEX_KINDS = ("source", "map", "filter", "keyed_count", "union", "co_map", "broadcast_state", "sink")
-PARTITIONERS = ("forward", "rescale", "rebalance", "shuffle", "broadcast", "global", "hash", "custom")
-EXCHANGES = ("pipelined", "blocking")
-DELIVERIES = ("exactly_once", "at_least_once")
+VERTEX_KINDS = values(VertexKind)
+PARTITIONERS = values(Partitioner)
+EXCHANGES = values(Exchange)
+DELIVERIES = values(Delivery)
 KEYED_KINDS = frozenset({"keyed_count", "broadcast_state"})
 # Kinds whose inputs each sit on a gate of their own; the others read every input through gate 0.
 ONE_GATE_PER_INPUT = frozenset({"co_map", "keyed_count", "broadcast_state"})
@@ -44,7 +45,7 @@ _EDGE = Section.names("", ("from", "to", "partitioner", "exchange", "gate"), err
 @dataclass(frozen=True, slots=True)
 class Vertex:
     id: str
-    kind: str
+    kind: VertexKind
     parallelism: int
     max_parallelism: int | None = None  # as written; see JobGraph.max_parallelism for the effective value
     records: int = 0
@@ -52,7 +53,7 @@ class Vertex:
     splits: int = 1
     seed: int = 0
     drop_every: int = 5
-    delivery: str = "exactly_once"
+    delivery: Delivery = Delivery.EXACTLY_ONCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,8 +61,8 @@ class Edge:
     key: int  # position in the JSON edges list: the edge's identity
     source: str
     target: str
-    partitioner: str
-    exchange: str
+    partitioner: Partitioner
+    exchange: Exchange
     gate: int
 
     def describe(self) -> str:
@@ -141,6 +142,7 @@ class JobGraph:
         kind = raw.get("kind")
         if kind not in VERTEX_KINDS:
             raise GraphError(f"{where}: unknown kind {kind!r}; use one of {', '.join(VERTEX_KINDS)}.")
+        kind = VertexKind(kind)
         _VERTEX_OF_KIND.get(kind, _VERTEX).check_names(raw, where, qualifier=f" for kind {kind}")
         fields: dict[str, Any] = {"id": vid, "kind": kind}
         fields["parallelism"] = _int_field(raw, "parallelism", where, 1)
@@ -161,7 +163,7 @@ class JobGraph:
             delivery = raw.get("delivery", "exactly_once")
             if delivery not in DELIVERIES:
                 raise GraphError(f"{where}: unknown delivery {delivery!r}; use exactly_once or at_least_once.")
-            fields["delivery"] = delivery
+            fields["delivery"] = Delivery(delivery)
         return Vertex(**fields)
 
     @staticmethod
@@ -193,7 +195,7 @@ class JobGraph:
             else:
                 gate = 0
             next_gate[dst] = max(next_gate.get(dst, 0), gate + 1)
-            edges.append(Edge(key, src, dst, partitioner, exchange, gate))
+            edges.append(Edge(key, src, dst, Partitioner(partitioner), Exchange(exchange), gate))
         return edges
 
     def to_json(self) -> dict[str, Any]:

@@ -28,6 +28,7 @@ from typing import Any
 from typing import Protocol as TypingProtocol
 
 from cutcheck.model.errors import CutcheckError
+from cutcheck.model.kinds import CheckpointMode, values
 
 # Where a checkpoint's barrier is on this channel.
 NONE, OUT, PRIO, INQ, AT_D = 0, 1, 2, 3, 4
@@ -39,7 +40,7 @@ LOC_NAMES = {
     AT_D: "taken by d",
 }
 
-MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
+MODES = values(CheckpointMode)
 # Mutants of DESIGN.md; only the first four change the channel protocol, the others are accepted
 # (the engine passes its scenario's list through) and ignored here.
 PROTOCOL_MUTANTS = (
@@ -456,18 +457,18 @@ SLOT_EVENTS = frozenset(
 )
 
 
-def normalize_mode(mode: str) -> str:
+def normalize_mode(mode: str) -> CheckpointMode:
     base = mode.split(":", 1)[0]  # "aligned_timeout:T" names the timeout too
     if base not in MODES:
         raise CutcheckError(f"unknown checkpoint mode {mode!r}; use one of {', '.join(MODES)}.")
-    return base
+    return CheckpointMode(base)
 
 
 @dataclass(frozen=True, slots=True)
 class Protocol:
     """The protocol of one channel in a mode, with at most one mutant; ``gate`` is the channel's input gate at d."""
 
-    mode: str
+    mode: CheckpointMode  # a mode's string ("aligned_timeout:T" too) is normalized to its member
     mutant: str | None = None
     gate: int = 0
     actions: tuple[Action, ...] = field(default=ACTIONS, repr=False)

@@ -29,6 +29,7 @@ from typing import Any
 
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.model.sections import Field, Section
 from cutcheck.reference.engine import Engine
@@ -38,7 +39,7 @@ from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter
 from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
-STRATEGIES = ("region", "full")
+STRATEGIES = values(FailoverStrategy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,11 +47,12 @@ class BatchConfig:
     """Scenario section ``batch``: where the blocking shuffle writes, and the failover strategy."""
 
     shuffle_dir: str | None = None  # a temp dir when None
-    failover_strategy: str = "region"  # jobmanager.execution.failover-strategy
+    failover_strategy: FailoverStrategy = FailoverStrategy.REGION  # jobmanager.execution.failover-strategy
 
     @classmethod
     def from_json(cls, data: Any, where: str = "scenario") -> BatchConfig:
-        return cls(**BATCH.read(data, where))
+        sec = BATCH.read(data, where)
+        return cls(**sec | {"failover_strategy": FailoverStrategy(sec.get("failover_strategy", FailoverStrategy.REGION))})
 
 
 BATCH = Section.of("batch", BatchConfig, {

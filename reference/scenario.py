@@ -18,12 +18,13 @@ from typing import Any
 from cutcheck.model.errors import GraphError, ScenarioError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.inflight import NetworkConfig
+from cutcheck.model.kinds import CheckpointMode, FailoverStrategy, SchedulePolicy, values
 from cutcheck.model.sections import Field, Section, int_fields
 from cutcheck.reference.faults.catalogue import MUTANTS
 from cutcheck.reference.scenario_limits import check_budgets, check_channels, check_targets
 
-MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
-POLICIES = ("uniform", "backpressure")
+MODES = values(CheckpointMode)
+POLICIES = values(SchedulePolicy)
 
 # The engine's size budgets (README "simulate"): the oracle keeps a byte per record and the verdict
 # compares per source, so 10**8 records take about 300 MB; every split is a list entry of its source.
@@ -31,7 +32,7 @@ POLICIES = ("uniform", "backpressure")
 
 @dataclass(frozen=True, slots=True)
 class CheckpointConfig:
-    mode: str = "aligned"
+    mode: CheckpointMode = CheckpointMode.ALIGNED
     interval: int = 200
     timeout: int | None = None  # aligned-checkpoint timeout in steps (aligned_timeout mode)
     max_concurrent: int = 1
@@ -45,7 +46,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    policy: str = "uniform"
+    policy: SchedulePolicy = SchedulePolicy.UNIFORM
     slow: str | None = None  # vertex slowed by the backpressure policy
     slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
     flush_weight: int = 1  # weight of the output flusher; every other action weighs ``slowdown``
@@ -90,7 +91,7 @@ TOP = Section("", {
     "seed": Field(int, low=0, default=0),
     "max_steps": Field(int, low=1, default=1_000_000),
     "workers": Field(int, low=1, nullable=True, says="a positive integer or absent"),
-    "failover_strategy": Field(str, choices=("region", "full")),  # jobmanager.execution.failover-strategy
+    "failover_strategy": Field(str, choices=values(FailoverStrategy)),
 }, shape="a JSON object with at least a 'graph'")
 CHECKPOINT = Section.of("checkpoint", CheckpointConfig, {
     "mode": Field(str, choices=MODES),
@@ -160,10 +161,11 @@ class Scenario:
         graph_ref = data.get("graph")
         graph = _load_graph(graph_ref, base, where)
         check_budgets(graph, where)
-        checkpoint = CheckpointConfig(**CHECKPOINT.read(data.get("checkpoint") or None, where))
-        if checkpoint.mode == "aligned_timeout" and checkpoint.timeout is None:
+        ck = CHECKPOINT.read(data.get("checkpoint") or None, where)
+        checkpoint = CheckpointConfig(**ck | {"mode": CheckpointMode(ck.get("mode", CheckpointMode.ALIGNED))})
+        if checkpoint.mode is CheckpointMode.ALIGNED_TIMEOUT and checkpoint.timeout is None:
             raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
-        if checkpoint.mode in ("unaligned", "aligned_timeout") and checkpoint.max_concurrent > 1:
+        if checkpoint.mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT) and checkpoint.max_concurrent > 1:
             # CheckpointCoordinatorConfiguration: "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled".
             raise ScenarioError(f"{where}: checkpoint.max_concurrent must be 1 with unaligned checkpoints (Flink allows one in flight).")
         network = NetworkConfig.from_json(data.get("network") or None, where)
@@ -171,7 +173,8 @@ class Scenario:
         choices = sched.pop("choices", []) or []
         if not isinstance(choices, list) or not all(isinstance(c, int) and c >= 0 for c in choices):
             raise ScenarioError(f"{where}: schedule.choices must be a list of non-negative integers.")
-        schedule = Schedule(**sched, choices=tuple(choices))
+        schedule = Schedule(**sched | {"policy": SchedulePolicy(sched.get("policy", SchedulePolicy.UNIFORM))},
+                            choices=tuple(choices))
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
             raise ScenarioError(f"{where}: schedule.slow names no vertex ({schedule.slow!r}).")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
@@ -239,9 +242,12 @@ class Scenario:
         if mode is not None:
             if mode not in MODES:
                 raise ScenarioError(f"--mode {mode!r} is not one of {', '.join(MODES)}.")
-            timeout = checkpoint.timeout if checkpoint.timeout is not None else (checkpoint.interval // 4 if mode == "aligned_timeout" else None)
-            checkpoint = replace(checkpoint, mode=mode, timeout=timeout,
-                                 max_concurrent=1 if mode in ("unaligned", "aligned_timeout") else checkpoint.max_concurrent)
+            new_mode = CheckpointMode(mode)
+            timeout = checkpoint.timeout if checkpoint.timeout is not None else (
+                checkpoint.interval // 4 if new_mode is CheckpointMode.ALIGNED_TIMEOUT else None)
+            one_in_flight = new_mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT)
+            checkpoint = replace(checkpoint, mode=new_mode, timeout=timeout,
+                                 max_concurrent=1 if one_in_flight else checkpoint.max_concurrent)
         for m in mutants or ():
             if m not in MUTANTS:
                 raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")

@@ -15,9 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from cutcheck.model.errors import ScenarioError
+from cutcheck.model.kinds import RestoreMode, values
 from cutcheck.model.sections import Field, Section
 
-RESTORE_MODES = ("claim", "no_claim")
+RESTORE_MODES = values(RestoreMode)
 DEFAULT_INLINE_THRESHOLD = 20 * 1024  # state.storage.fs.memory-threshold
 MAX_INLINE_THRESHOLD = 1024 * 1024
 
@@ -43,7 +44,7 @@ class StorageConfig:
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD
     entropy: str | None = None
     entropy_length: int = 4
-    restore_mode: str = "no_claim"
+    restore_mode: RestoreMode = RestoreMode.NO_CLAIM
     seed: int = 0
 
     @classmethod
@@ -56,7 +57,7 @@ class StorageConfig:
             return None
         return cls(dir=str(directory), job=sec.get("job"), incremental=sec.get("incremental", incremental),
                    inline_threshold=sec["inline_threshold"], entropy=sec.get("entropy"),
-                   entropy_length=sec["entropy_length"], restore_mode=sec["restore_mode"], seed=seed)
+                   entropy_length=sec["entropy_length"], restore_mode=RestoreMode(sec["restore_mode"]), seed=seed)
 
 
 def validate(raw: Any, where: str = "scenario") -> dict[str, Any]:
@@ -68,11 +69,12 @@ def validate(raw: Any, where: str = "scenario") -> dict[str, Any]:
     return sec
 
 
-def restore_section(raw: Any, where: str = "scenario") -> tuple[str | None, str | None]:
+def restore_section(raw: Any, where: str = "scenario") -> tuple[str | None, RestoreMode | None]:
     """The scenario's ``restore`` section: (path, mode)."""
     if raw is None:
         return None, None
     sec = RESTORE.read(raw, where)
     if "path" not in sec:
         raise ScenarioError(f"{RESTORE.at(where)}: must be {RESTORE.shape}.")
-    return sec["path"], sec.get("mode")
+    mode = sec.get("mode")
+    return sec["path"], None if mode is None else RestoreMode(mode)
