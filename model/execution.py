@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from cutcheck.model.errors import GraphError
+from cutcheck.model.errors import GraphError, InvalidArgument
 from cutcheck.model.graph import Edge, JobGraph
 from cutcheck.model.partitioning import connection_pattern, pointwise_wiring
 from cutcheck.model.partitioning import supports_unaligned as partitioner_supports_unaligned
@@ -36,9 +36,9 @@ class SubtaskId:
 
     @classmethod
     def parse(cls, text: str) -> SubtaskId:
-        """Parse ``vertex[i]``; raises ValueError on anything else."""
+        """Parse ``vertex[i]``; raises InvalidArgument (a ValueError) on anything else."""
         if not text.endswith("]") or "[" not in text:
-            raise ValueError(f"expected VERTEX[INDEX], got {text!r}")
+            raise InvalidArgument(f"expected VERTEX[INDEX], got {text!r}")
         vertex, _, rest = text.rpartition("[")
         return cls(vertex, int(rest[:-1]))
 

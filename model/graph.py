@@ -16,31 +16,36 @@ from typing import Any
 import networkx as nx
 
 from cutcheck.model.errors import GraphError
+from cutcheck.model.kinds import Delivery, Exchange, Partitioner, VertexKind, values
+from cutcheck.model.sections import Section
 
 UPPER_BOUND_MAX_PARALLELISM = 1 << 15
 
-VERTEX_KINDS = ("source", "map", "filter", "keyed_count", "union", "co_map", "broadcast_state", "sink")
-PARTITIONERS = ("forward", "rescale", "rebalance", "shuffle", "broadcast", "global", "hash", "custom")
-EXCHANGES = ("pipelined", "blocking")
-DELIVERIES = ("exactly_once", "at_least_once")
+VERTEX_KINDS = values(VertexKind)
+PARTITIONERS = values(Partitioner)
+EXCHANGES = values(Exchange)
+DELIVERIES = values(Delivery)
 KEYED_KINDS = frozenset({"keyed_count", "broadcast_state"})
 # Kinds whose inputs each sit on a gate of their own; the others read every input through gate 0.
 ONE_GATE_PER_INPUT = frozenset({"co_map", "keyed_count", "broadcast_state"})
 
-_GRAPH_FIELDS = {"name", "max_parallelism", "vertices", "edges"}
-_VERTEX_FIELDS = {
-    "source": {"id", "kind", "parallelism", "max_parallelism", "records", "keys", "splits", "seed"},
-    "filter": {"id", "kind", "parallelism", "max_parallelism", "drop_every"},
-    "sink": {"id", "kind", "parallelism", "max_parallelism", "delivery"},
+# The JSON objects of a job-graph file; the values are checked where they are parsed (_int_field).
+_GRAPH = Section.names("", ("name", "max_parallelism", "vertices", "edges"), error=GraphError,
+                       shape="a JSON object with 'vertices' and 'edges'")
+_COMMON_VERTEX_FIELDS = ("id", "kind", "parallelism", "max_parallelism")
+_VERTEX = Section.names("", _COMMON_VERTEX_FIELDS, error=GraphError, optional=False)
+_VERTEX_OF_KIND = {
+    kind: Section.names("", (*_COMMON_VERTEX_FIELDS, *extra), error=GraphError, optional=False)
+    for kind, extra in (("source", ("records", "keys", "splits", "seed")), ("filter", ("drop_every",)),
+                        ("sink", ("delivery",)))
 }
-_COMMON_VERTEX_FIELDS = {"id", "kind", "parallelism", "max_parallelism"}
-_EDGE_FIELDS = {"from", "to", "partitioner", "exchange", "gate"}
+_EDGE = Section.names("", ("from", "to", "partitioner", "exchange", "gate"), error=GraphError, optional=False)
 
 
 @dataclass(frozen=True, slots=True)
 class Vertex:
     id: str
-    kind: str
+    kind: VertexKind
     parallelism: int
     max_parallelism: int | None = None  # as written; see JobGraph.max_parallelism for the effective value
     records: int = 0
@@ -48,7 +53,7 @@ class Vertex:
     splits: int = 1
     seed: int = 0
     drop_every: int = 5
-    delivery: str = "exactly_once"
+    delivery: Delivery = Delivery.EXACTLY_ONCE
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,8 +61,8 @@ class Edge:
     key: int  # position in the JSON edges list: the edge's identity
     source: str
     target: str
-    partitioner: str
-    exchange: str
+    partitioner: Partitioner
+    exchange: Exchange
     gate: int
 
     def describe(self) -> str:
@@ -108,11 +113,7 @@ class JobGraph:
                 raise GraphError(f"{path}: not a UTF-8 text file; a job graph is JSON text.") from None
             except OSError as exc:
                 raise GraphError(f"{path}: cannot read the job-graph file ({exc.strerror or exc}); check the path.") from None
-        if not isinstance(data, dict):
-            raise GraphError(f"{where}: a job graph is a JSON object with 'vertices' and 'edges'.")
-        unknown = sorted(set(data) - _GRAPH_FIELDS)
-        if unknown:
-            raise GraphError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_GRAPH_FIELDS))}.")
+        _GRAPH.read(data, where)
         job_max = _int_field(data, "max_parallelism", where)
         raw_vertices = data.get("vertices")
         raw_edges = data.get("edges", [])
@@ -133,7 +134,7 @@ class JobGraph:
     @staticmethod
     def _parse_vertex(position: int, raw: Any) -> Vertex:
         if not isinstance(raw, dict):
-            raise GraphError(f"vertex #{position}: must be a JSON object.")
+            raise GraphError(f"vertex #{position}: must be {_VERTEX.shape}.")
         vid = raw.get("id")
         if not isinstance(vid, str) or not vid:
             raise GraphError(f"vertex #{position}: needs a non-empty string 'id'.")
@@ -141,10 +142,8 @@ class JobGraph:
         kind = raw.get("kind")
         if kind not in VERTEX_KINDS:
             raise GraphError(f"{where}: unknown kind {kind!r}; use one of {', '.join(VERTEX_KINDS)}.")
-        allowed = _VERTEX_FIELDS.get(kind, _COMMON_VERTEX_FIELDS)
-        unknown = sorted(set(raw) - allowed)
-        if unknown:
-            raise GraphError(f"{where}: unknown field(s) {', '.join(unknown)} for kind {kind}; allowed: {', '.join(sorted(allowed))}.")
+        kind = VertexKind(kind)
+        _VERTEX_OF_KIND.get(kind, _VERTEX).check_names(raw, where, qualifier=f" for kind {kind}")
         fields: dict[str, Any] = {"id": vid, "kind": kind}
         fields["parallelism"] = _int_field(raw, "parallelism", where, 1)
         fields["max_parallelism"] = _int_field(raw, "max_parallelism", where)
@@ -164,7 +163,7 @@ class JobGraph:
             delivery = raw.get("delivery", "exactly_once")
             if delivery not in DELIVERIES:
                 raise GraphError(f"{where}: unknown delivery {delivery!r}; use exactly_once or at_least_once.")
-            fields["delivery"] = delivery
+            fields["delivery"] = Delivery(delivery)
         return Vertex(**fields)
 
     @staticmethod
@@ -173,12 +172,10 @@ class JobGraph:
         next_gate: dict[str, int] = {}
         for key, raw in enumerate(raw_edges):
             if not isinstance(raw, dict):
-                raise GraphError(f"edge #{key}: must be a JSON object.")
+                raise GraphError(f"edge #{key}: must be {_EDGE.shape}.")
             src, dst = raw.get("from"), raw.get("to")
             where = f"edge #{key} ({src} -> {dst})"
-            unknown = sorted(set(raw) - _EDGE_FIELDS)
-            if unknown:
-                raise GraphError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_EDGE_FIELDS))}.")
+            _EDGE.check_names(raw, where)
             for end, vid in (("from", src), ("to", dst)):
                 if not isinstance(vid, str) or vid not in kinds:
                     raise GraphError(f"{where}: '{end}' names no vertex ({vid!r}); declare it under 'vertices'.")
@@ -198,7 +195,7 @@ class JobGraph:
             else:
                 gate = 0
             next_gate[dst] = max(next_gate.get(dst, 0), gate + 1)
-            edges.append(Edge(key, src, dst, partitioner, exchange, gate))
+            edges.append(Edge(key, src, dst, Partitioner(partitioner), Exchange(exchange), gate))
         return edges
 
     def to_json(self) -> dict[str, Any]:

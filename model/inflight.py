@@ -30,6 +30,7 @@ from typing import Any
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.execution import ChannelCounts, ExecutionGraph, SubtaskId, channel_counts
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.sections import Section
 
 __all__ = ["InflightBound", "NetworkConfig", "job_worst_case_inflight_bytes", "worst_case_inflight_bytes"]
 
@@ -64,17 +65,9 @@ class NetworkConfig:
             )
 
     @classmethod
-    def from_json(cls, data: Mapping[str, Any] | None) -> NetworkConfig:
+    def from_json(cls, data: Mapping[str, Any] | None, where: str = "") -> NetworkConfig:
         """Build from a scenario's ``network`` object; unknown fields are errors."""
-        if data is None:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ScenarioError(f"network: must be a JSON object, got {data!r}.")
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ScenarioError(f"network: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}.")
-        return cls(**dict(data))
+        return cls(**NETWORK.read(data, where))
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self) if getattr(self, f.name) is not None}
@@ -88,6 +81,10 @@ class NetworkConfig:
     def input_gate_buffers(self, channels: int) -> int:
         """Buffers one input gate may hold: ``exclusive`` per channel plus the gate's ``floating``."""
         return channels * self.exclusive + self.floating
+
+
+# The counts' ranges are checked by NetworkConfig itself (it is also built in code, not only from JSON).
+NETWORK = Section.of("network", NetworkConfig)
 
 
 @dataclass(frozen=True, slots=True)

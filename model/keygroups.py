@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import ClassVar
 
+from cutcheck.model.errors import InvalidArgument
+
 __all__ = [
     "DEFAULT_LOWER_BOUND_MAX_PARALLELISM",
     "UPPER_BOUND_MAX_PARALLELISM",
@@ -51,7 +53,7 @@ def _to_int32(u: int) -> int:
 def java_int_hash(value: int) -> int:
     """``Integer.hashCode()``: the int32 value itself (Python ints are Longs for ``java_hash``)."""
     if type(value) is not int or not _INT_MIN <= value <= _INT_MAX:
-        raise ValueError(f"java_int_hash: {value!r} is not a Java int (-2**31..2**31-1).")
+        raise InvalidArgument(f"java_int_hash: {value!r} is not a Java int (-2**31..2**31-1).")
     return value
 
 
@@ -70,7 +72,7 @@ def _java_hash_u32(key: object) -> int:
     # bool is a subclass of int, so the exact-type test keeps True/False out of the Long branch.
     if type(key) is int:
         if not _LONG_MIN <= key <= _LONG_MAX:
-            raise ValueError(f"key {key} is outside the Java long range; cutcheck keys are int64.")
+            raise InvalidArgument(f"key {key} is outside the Java long range; cutcheck keys are int64.")
         # Long.hashCode = (int)(v ^ (v >>> 32)). Python's >> is arithmetic, but only the low 32
         # bits survive the mask, and those equal the logical shift's for any int64.
         return (key ^ (key >> 32)) & _MASK32
@@ -81,14 +83,14 @@ def _java_hash_u32(key: object) -> int:
     if type(key) is tuple:
         # Flink TupleN.hashCode: result = hash(f0); result = 31*result + hash(fi); null fields hash to 0.
         if not key:
-            raise ValueError("an empty tuple is not a Flink Tuple key (Tuple0 has no fields).")
+            raise InvalidArgument("an empty tuple is not a Flink Tuple key (Tuple0 has no fields).")
         h = 0
         for i, field in enumerate(key):
             fh = 0 if field is None else _java_hash_u32(field)
             h = fh if i == 0 else (31 * h + fh) & _MASK32
         return h
     if key is None:
-        raise ValueError("Assigned key must not be null!")
+        raise InvalidArgument("Assigned key must not be null!")
     raise TypeError(
         f"cannot compute a Java hashCode for {type(key).__name__}; use an int (Long), str (String), bool or tuple."
     )
@@ -132,7 +134,7 @@ def compute_key_group_for_key_hash(code: int, max_parallelism: int) -> int:
 def assign_to_key_group(key: object, max_parallelism: int) -> int:
     """``assignToKeyGroup``: the key group in ``[0, max_parallelism)`` of a non-null key."""
     if not 0 < max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(f"max_parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
+        raise InvalidArgument(f"max_parallelism {max_parallelism} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
     return murmur_hash(_java_hash_u32(key)) % max_parallelism
 
 
@@ -159,7 +161,7 @@ class KeyGroupRange:
     def __post_init__(self) -> None:
         # Flink's constructor admits start <= end, plus the single empty form (0, -1).
         if self.start < 0 or (self.start > self.end and (self.start, self.end) != (0, -1)):
-            raise ValueError(
+            raise InvalidArgument(
                 f"KeyGroupRange({self.start}, {self.end}) is invalid; the empty range is (0, -1)."
             )
 
@@ -186,7 +188,7 @@ KeyGroupRange.EMPTY = KeyGroupRange(0, -1)
 
 def _check_parallelism(what: str, value: int) -> None:
     if type(value) is not int or not 0 < value <= UPPER_BOUND_MAX_PARALLELISM:
-        raise ValueError(f"{what} {value!r} is not within bounds 1..{UPPER_BOUND_MAX_PARALLELISM}.")
+        raise InvalidArgument(f"{what} {value!r} is not within bounds 1..{UPPER_BOUND_MAX_PARALLELISM}.")
 
 
 def key_group_range(max_parallelism: int, parallelism: int, index: int) -> KeyGroupRange:
@@ -198,12 +200,12 @@ def key_group_range(max_parallelism: int, parallelism: int, index: int) -> KeyGr
     _check_parallelism("parallelism", parallelism)
     _check_parallelism("max_parallelism", max_parallelism)
     if max_parallelism < parallelism:
-        raise ValueError(
+        raise InvalidArgument(
             f"max_parallelism {max_parallelism} must not be smaller than parallelism {parallelism}."
         )
     # Flink does not check the index; an out-of-range index would silently give a bogus range.
     if type(index) is not int or not 0 <= index < parallelism:
-        raise ValueError(f"operator index {index!r} is outside 0..{parallelism - 1}.")
+        raise InvalidArgument(f"operator index {index!r} is outside 0..{parallelism - 1}.")
     start = (index * max_parallelism + parallelism - 1) // parallelism
     end = ((index + 1) * max_parallelism - 1) // parallelism
     return KeyGroupRange(start, end)
@@ -214,7 +216,7 @@ def round_up_to_power_of_two(x: int) -> int:
     """``MathUtils.roundUpToPowerOfTwo``: smallest power of two >= x (0 -> 0, as in Java)."""
     # Beyond 2**30 the Java int version overflows; nothing in cutcheck gets near that.
     if type(x) is not int or not 0 <= x <= 1 << 30:
-        raise ValueError(f"round_up_to_power_of_two: {x!r} is outside 0..2**30.")
+        raise InvalidArgument(f"round_up_to_power_of_two: {x!r} is outside 0..2**30.")
     x -= 1
     x |= x >> 1
     x |= x >> 2

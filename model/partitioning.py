@@ -20,7 +20,7 @@ from enum import Enum
 from types import MappingProxyType
 from typing import ClassVar, Literal
 
-from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.errors import InvalidArgument, RestoreRefused
 from cutcheck.model.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
     _java_hash_u32,  # package-private: the hash selector skips the signed round trip per record
@@ -39,9 +39,9 @@ UNSUPPORTED_MESSAGE = (
 def _check_rescale_args(new_index: int, old_parallelism: int, new_parallelism: int) -> None:
     for what, value in (("old parallelism", old_parallelism), ("new parallelism", new_parallelism)):
         if type(value) is not int or not 0 < value <= UPPER_BOUND_MAX_PARALLELISM:
-            raise ValueError(f"{what} {value!r} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
+            raise InvalidArgument(f"{what} {value!r} is outside 1..{UPPER_BOUND_MAX_PARALLELISM}.")
     if type(new_index) is not int or not 0 <= new_index < new_parallelism:
-        raise ValueError(f"new subtask index {new_index!r} is outside 0..{new_parallelism - 1}.")
+        raise InvalidArgument(f"new subtask index {new_index!r} is outside 0..{new_parallelism - 1}.")
 
 
 class SubtaskStateMapper(Enum):
@@ -182,7 +182,7 @@ def partitioner_info(partitioner: str) -> PartitionerInfo:
     try:
         return PARTITIONERS[partitioner]
     except (KeyError, TypeError):
-        raise ValueError(
+        raise InvalidArgument(
             f"unknown partitioner {partitioner!r}; use one of {', '.join(PARTITIONERS)}."
         ) from None
 
@@ -211,7 +211,7 @@ def subtask_state_mapper(partitioner: str, side: Literal["upstream", "downstream
         return info.upstream_mapper
     if side == "downstream":
         return info.downstream_mapper
-    raise ValueError(f"side must be 'upstream' (output state) or 'downstream' (input state), not {side!r}.")
+    raise InvalidArgument(f"side must be 'upstream' (output state) or 'downstream' (input state), not {side!r}.")
 
 
 # --------------------------------------------------------------------------------- POINTWISE wiring
@@ -229,7 +229,7 @@ def pointwise_wiring(upstream_parallelism: int, downstream_parallelism: int) -> 
     s, t = upstream_parallelism, downstream_parallelism
     for what, value in (("upstream parallelism", s), ("downstream parallelism", t)):
         if type(value) is not int or value < 1:
-            raise ValueError(f"{what} {value!r} must be a positive int.")
+            raise InvalidArgument(f"{what} {value!r} must be a positive int.")
     if s >= t:
         # Downstream i reads upstream floor(i*S/T) .. floor((i+1)*S/T) - 1; each upstream feeds one.
         producers = tuple(tuple(range(i * s // t, (i + 1) * s // t)) for i in range(t))
@@ -373,19 +373,19 @@ def make_selector(
     """
     partitioner_info(partitioner)  # unknown names fail with the list of known ones
     if type(num_channels) is not int or num_channels < 1:
-        raise ValueError(f"{partitioner}: num_channels {num_channels!r} must be a positive int.")
+        raise InvalidArgument(f"{partitioner}: num_channels {num_channels!r} must be a positive int.")
     if partitioner == "forward":
         if num_channels != 1:
-            raise ValueError(
+            raise InvalidArgument(
                 f"forward: an upstream subtask feeds exactly one channel, got {num_channels}; "
                 "pass the pointwise subset size, not the downstream parallelism."
             )
         return _Forward(1)
     if partitioner == "hash":
         if max_parallelism is None:
-            raise ValueError("hash: pass max_parallelism, the consumer vertex's number of key groups.")
+            raise InvalidArgument("hash: pass max_parallelism, the consumer vertex's number of key groups.")
         if not num_channels <= max_parallelism <= UPPER_BOUND_MAX_PARALLELISM:
-            raise ValueError(
+            raise InvalidArgument(
                 f"hash: max_parallelism {max_parallelism} must be within {num_channels}..{UPPER_BOUND_MAX_PARALLELISM} "
                 f"(at least the {num_channels} channels)."
             )

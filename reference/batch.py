@@ -24,13 +24,14 @@ A job with a blocking exchange runs as Flink's batch runtime does:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 from cutcheck.model.errors import ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
+from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
+from cutcheck.model.sections import Field, Section
 from cutcheck.reference.engine import Engine
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
@@ -38,7 +39,7 @@ from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter
 from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
-STRATEGIES = ("region", "full")
+STRATEGIES = values(FailoverStrategy)
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,24 +47,18 @@ class BatchConfig:
     """Scenario section ``batch``: where the blocking shuffle writes, and the failover strategy."""
 
     shuffle_dir: str | None = None  # a temp dir when None
-    failover_strategy: str = "region"  # jobmanager.execution.failover-strategy
+    failover_strategy: FailoverStrategy = FailoverStrategy.REGION  # jobmanager.execution.failover-strategy
 
     @classmethod
     def from_json(cls, data: Any, where: str = "scenario") -> BatchConfig:
-        if data is None:
-            return cls()
-        if not isinstance(data, Mapping):
-            raise ScenarioError(f"{where}: 'batch' must be a JSON object.")
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ScenarioError(f"{where}: batch: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}.")
-        cfg = cls(**dict(data))
-        if cfg.failover_strategy not in STRATEGIES:
-            raise ScenarioError(f"{where}: batch.failover_strategy {cfg.failover_strategy!r} is not one of {', '.join(STRATEGIES)}.")
-        if cfg.shuffle_dir is not None and not isinstance(cfg.shuffle_dir, str):
-            raise ScenarioError(f"{where}: batch.shuffle_dir must be a directory path or null.")
-        return cfg
+        sec = BATCH.read(data, where)
+        return cls(**sec | {"failover_strategy": FailoverStrategy(sec.get("failover_strategy", FailoverStrategy.REGION))})
+
+
+BATCH = Section.of("batch", BatchConfig, {
+    "shuffle_dir": Field(str, nullable=True, says="a directory path or null"),
+    "failover_strategy": Field(str, choices=STRATEGIES),
+})
 
 
 def is_batch(scenario: Any) -> bool:

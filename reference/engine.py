@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
@@ -25,7 +26,6 @@ from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.debloat import Debloating, current_buffer_size
 from cutcheck.reference.runtime.network import Barrier, Buf, OutputSubpartition
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.runtime.records import Expectations
 from cutcheck.reference.runtime.scheduler import Chooser, ScriptedChooser, SeededChooser
 from cutcheck.reference.runtime.sinks import TransactionStore

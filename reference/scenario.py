@@ -18,21 +18,13 @@ from typing import Any
 from cutcheck.model.errors import GraphError, ScenarioError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.inflight import NetworkConfig
+from cutcheck.model.kinds import CheckpointMode, FailoverStrategy, SchedulePolicy, values
+from cutcheck.model.sections import Field, Section, int_fields
 from cutcheck.reference.faults.catalogue import MUTANTS
 from cutcheck.reference.scenario_limits import check_budgets, check_channels, check_targets
 
-MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
-POLICIES = ("uniform", "backpressure")
-
-_TOP = {"graph", "seed", "checkpoint", "network", "schedule", "failures", "rescales", "mutants", "max_steps",
-        "workers", "savepoints", "debloat", "storage", "restore", "batch", "failover_strategy"}
-_CHECKPOINT = {"mode", "interval", "timeout", "max_concurrent", "retained", "incremental", "checkpoint_timeout",
-               "tolerable_failed"}
-_NETWORK = {"buffer_bytes", "record_bytes", "exclusive", "floating", "output_pool"}
-_SCHEDULE = {"policy", "slow", "slowdown", "flush_weight", "records_per_action", "choices"}
-_FAILURE = {"at_step", "after_checkpoint", "target", "delay"}
-_SAVEPOINT = {"at_step", "after_checkpoint", "delay"}
-_RESCALE = {"on_failure", "parallelism"}
+MODES = values(CheckpointMode)
+POLICIES = values(SchedulePolicy)
 
 # The engine's size budgets (README "simulate"): the oracle keeps a byte per record and the verdict
 # compares per source, so 10**8 records take about 300 MB; every split is a list entry of its source.
@@ -40,7 +32,7 @@ _RESCALE = {"on_failure", "parallelism"}
 
 @dataclass(frozen=True, slots=True)
 class CheckpointConfig:
-    mode: str = "aligned"
+    mode: CheckpointMode = CheckpointMode.ALIGNED
     interval: int = 200
     timeout: int | None = None  # aligned-checkpoint timeout in steps (aligned_timeout mode)
     max_concurrent: int = 1
@@ -54,7 +46,7 @@ class CheckpointConfig:
 
 @dataclass(frozen=True, slots=True)
 class Schedule:
-    policy: str = "uniform"
+    policy: SchedulePolicy = SchedulePolicy.UNIFORM
     slow: str | None = None  # vertex slowed by the backpressure policy
     slowdown: int = 20  # the slow vertex's processing actions weigh 1, everything else this much
     flush_weight: int = 1  # weight of the output flusher; every other action weighs ``slowdown``
@@ -88,6 +80,42 @@ class SavepointTrigger:
 class Rescale:
     on_failure: int
     parallelism: dict[str, int]
+
+
+# The sections of a scenario file (docs/scenarios.md). Checks across fields or against the graph
+# are in Scenario.from_json and the helpers below; the debloat, batch, storage and restore
+# sections are their subsystems' (validated here all the same, before a run starts).
+TOP = Section("", {
+    **{name: Field() for name in ("graph", "checkpoint", "network", "schedule", "failures", "rescales", "mutants",
+                                  "savepoints", "debloat", "storage", "restore", "batch")},
+    "seed": Field(int, low=0, default=0),
+    "max_steps": Field(int, low=1, default=1_000_000),
+    "workers": Field(int, low=1, nullable=True, says="a positive integer or absent"),
+    "failover_strategy": Field(str, choices=values(FailoverStrategy)),
+}, shape="a JSON object with at least a 'graph'")
+CHECKPOINT = Section.of("checkpoint", CheckpointConfig, {
+    "mode": Field(str, choices=MODES),
+    **int_fields(("interval", "max_concurrent", "retained", "checkpoint_timeout"), low=1),
+    "timeout": Field(int, low=0, nullable=True, says="a number of steps >= 0 or null"),
+    "incremental": Field(bool),
+    "tolerable_failed": Field(int, low=0),
+})
+SCHEDULE = Section.of("schedule", Schedule, {
+    "policy": Field(str, choices=POLICIES),
+    **int_fields(("slowdown", "flush_weight"), low=1, says="a positive integer (a scheduling weight)"),
+    "records_per_action": Field(int, low=1, nullable=True),
+})
+FAILURE = Section.of("failure", Failure, {
+    "at_step": Field(int, low=1, nullable=True),
+    "after_checkpoint": Field(int, low=1, nullable=True),
+    "delay": Field(int, low=0),
+}, shape="an object with 'target' and 'at_step' or 'after_checkpoint'", optional=False)
+SAVEPOINT = Section.of("savepoint", SavepointTrigger, {
+    "at_step": Field(int, low=0, nullable=True),
+    "after_checkpoint": Field(int, low=0, nullable=True),
+    "delay": Field(int, low=0),
+}, shape="an object with 'at_step' or 'after_checkpoint' (and optional 'delay')", optional=False)
+RESCALE = Section.of("rescale", Rescale, shape="an object with 'on_failure' and 'parallelism'", optional=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -128,54 +156,27 @@ class Scenario:
             except OSError as exc:
                 raise ScenarioError(f"{path}: cannot read the scenario ({exc.strerror}); check the path and its "
                                     "permissions.") from None
-        if not isinstance(data, dict):
-            raise ScenarioError(f"{where}: a scenario is a JSON object with at least a 'graph'.")
-        _no_unknown(data, _TOP, where)
+        top = TOP.read(data, where)
+        # In checkpoint, network and schedule any empty value ({}, null, [], false) means "all defaults" (docs/scenarios.md).
         graph_ref = data.get("graph")
         graph = _load_graph(graph_ref, base, where)
         check_budgets(graph, where)
-        ck = _section(data, "checkpoint", _CHECKPOINT, where)
-        checkpoint = CheckpointConfig(**ck)
-        if checkpoint.mode not in MODES:
-            raise ScenarioError(f"{where}: checkpoint.mode {checkpoint.mode!r} is not one of {', '.join(MODES)}.")
-        for name in ("interval", "max_concurrent", "retained", "checkpoint_timeout"):
-            value = getattr(checkpoint, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ScenarioError(f"{where}: checkpoint.{name} must be a positive integer, got {value!r}.")
-        tf = checkpoint.tolerable_failed
-        if not isinstance(tf, int) or isinstance(tf, bool) or tf < 0:
-            raise ScenarioError(f"{where}: checkpoint.tolerable_failed must be a non-negative integer, got {tf!r}.")
-        if checkpoint.mode == "aligned_timeout" and (not isinstance(checkpoint.timeout, int) or checkpoint.timeout < 0):
+        ck = CHECKPOINT.read(data.get("checkpoint") or None, where)
+        checkpoint = CheckpointConfig(**ck | {"mode": CheckpointMode(ck.get("mode", CheckpointMode.ALIGNED))})
+        if checkpoint.mode is CheckpointMode.ALIGNED_TIMEOUT and checkpoint.timeout is None:
             raise ScenarioError(f"{where}: aligned_timeout mode needs checkpoint.timeout, a number of steps >= 0.")
-        if checkpoint.timeout is not None and (not isinstance(checkpoint.timeout, int) or isinstance(checkpoint.timeout, bool)
-                                               or checkpoint.timeout < 0):
-            raise ScenarioError(f"{where}: checkpoint.timeout must be a number of steps >= 0 or null, got {checkpoint.timeout!r}.")
-        if not isinstance(checkpoint.incremental, bool):
-            raise ScenarioError(f"{where}: checkpoint.incremental must be true or false, got {checkpoint.incremental!r}.")
-        if checkpoint.mode in ("unaligned", "aligned_timeout") and checkpoint.max_concurrent > 1:
+        if checkpoint.mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT) and checkpoint.max_concurrent > 1:
             # CheckpointCoordinatorConfiguration: "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled".
             raise ScenarioError(f"{where}: checkpoint.max_concurrent must be 1 with unaligned checkpoints (Flink allows one in flight).")
-        try:
-            network = NetworkConfig(**_section(data, "network", _NETWORK, where))
-        except TypeError as exc:
-            raise ScenarioError(f"{where}: network: {exc}.") from None
-        sched = _section(data, "schedule", _SCHEDULE, where)
+        network = NetworkConfig.from_json(data.get("network") or None, where)
+        sched = SCHEDULE.read(data.get("schedule") or None, where)
         choices = sched.pop("choices", []) or []
         if not isinstance(choices, list) or not all(isinstance(c, int) and c >= 0 for c in choices):
             raise ScenarioError(f"{where}: schedule.choices must be a list of non-negative integers.")
-        schedule = Schedule(**sched, choices=tuple(choices))
-        for name in ("slowdown", "flush_weight"):
-            value = getattr(schedule, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ScenarioError(f"{where}: schedule.{name} must be a positive integer (a scheduling weight), "
-                                    f"got {value!r}.")
-        if schedule.policy not in POLICIES:
-            raise ScenarioError(f"{where}: schedule.policy {schedule.policy!r} is not one of {', '.join(POLICIES)}.")
+        schedule = Schedule(**sched | {"policy": SchedulePolicy(sched.get("policy", SchedulePolicy.UNIFORM))},
+                            choices=tuple(choices))
         if schedule.slow is not None and schedule.slow not in {v.id for v in graph.vertices}:
             raise ScenarioError(f"{where}: schedule.slow names no vertex ({schedule.slow!r}).")
-        pr = schedule.records_per_action
-        if pr is not None and (not isinstance(pr, int) or isinstance(pr, bool) or pr < 1):
-            raise ScenarioError(f"{where}: schedule.records_per_action must be a positive integer or null, got {pr!r}.")
         failures = tuple(_failure(f, i, where, graph) for i, f in enumerate(_list(data, "failures", where)))
         rescales = tuple(_rescale(r, i, where, len(failures)) for i, r in enumerate(_list(data, "rescales", where)))
         for i, r in enumerate(rescales):  # the restore after a failure applies one rescale: two would hide one
@@ -189,18 +190,9 @@ class Scenario:
         for m in mutants:
             if m not in MUTANTS:
                 raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
-        seed = data.get("seed", 0)
-        max_steps = data.get("max_steps", 1_000_000)
-        for name, value, low in (("seed", seed, 0), ("max_steps", max_steps, 1)):
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ScenarioError(f"{where}: '{name}' must be an integer of at least {low}, got {value!r}.")
-        workers = data.get("workers")
-        if workers is not None and (not isinstance(workers, int) or isinstance(workers, bool) or workers < 1):
-            raise ScenarioError(f"{where}: 'workers' must be a positive integer or absent, got {workers!r}.")
+        seed, max_steps, workers = top["seed"], top["max_steps"], top.get("workers")
         check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
         extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch", "failover_strategy") if k in data}
-        if extra.get("failover_strategy", "region") not in ("region", "full"):  # jobmanager.execution.failover-strategy
-            raise ScenarioError(f"{where}: 'failover_strategy' must be \"region\" or \"full\", got {extra['failover_strategy']!r}.")
         from cutcheck.reference.batch import BatchConfig
         from cutcheck.reference.runtime.debloat import DebloatConfig
 
@@ -250,9 +242,12 @@ class Scenario:
         if mode is not None:
             if mode not in MODES:
                 raise ScenarioError(f"--mode {mode!r} is not one of {', '.join(MODES)}.")
-            timeout = checkpoint.timeout if checkpoint.timeout is not None else (checkpoint.interval // 4 if mode == "aligned_timeout" else None)
-            checkpoint = replace(checkpoint, mode=mode, timeout=timeout,
-                                 max_concurrent=1 if mode in ("unaligned", "aligned_timeout") else checkpoint.max_concurrent)
+            new_mode = CheckpointMode(mode)
+            timeout = checkpoint.timeout if checkpoint.timeout is not None else (
+                checkpoint.interval // 4 if new_mode is CheckpointMode.ALIGNED_TIMEOUT else None)
+            one_in_flight = new_mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT)
+            checkpoint = replace(checkpoint, mode=new_mode, timeout=timeout,
+                                 max_concurrent=1 if one_in_flight else checkpoint.max_concurrent)
         for m in mutants or ():
             if m not in MUTANTS:
                 raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
@@ -274,20 +269,6 @@ class Scenario:
         rescales.append(Rescale(on_failure, merged))
         check_rescales(self.graph, tuple(rescales), [f"rescales[{i}]" for i in range(len(rescales) - 1)] + [label])
         return replace(self, rescales=tuple(rescales))
-
-
-def _no_unknown(obj: Mapping[str, Any], allowed: set[str], where: str) -> None:
-    unknown = sorted(set(obj) - allowed)
-    if unknown:
-        raise ScenarioError(f"{where}: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(allowed))}.")
-
-
-def _section(data: Mapping[str, Any], name: str, allowed: set[str], where: str) -> dict[str, Any]:
-    sec = data.get(name, {}) or {}
-    if not isinstance(sec, dict):
-        raise ScenarioError(f"{where}: '{name}' must be a JSON object.")
-    _no_unknown(sec, allowed, f"{where}: {name}")
-    return dict(sec)
 
 
 def _list(data: Mapping[str, Any], name: str, where: str) -> list[Any]:
@@ -315,9 +296,7 @@ def _load_graph(ref: Any, base: Path, where: str) -> JobGraph:
 
 def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
     w = f"{where}: failures[{i}]"
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{w}: must be an object with 'target' and 'at_step' or 'after_checkpoint'.")
-    _no_unknown(raw, _FAILURE, w)
+    raw = FAILURE.read(raw, where, name=f"failures[{i}]")
     f = Failure(target=str(raw.get("target", "")), at_step=raw.get("at_step"),
                 after_checkpoint=raw.get("after_checkpoint"), delay=raw.get("delay", 0))
     if (f.at_step is None) == (f.after_checkpoint is None):
@@ -325,10 +304,6 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
     if f.at_step is not None and raw.get("delay") not in (None, 0):
         raise ScenarioError(f"{w}: 'delay' counts steps after a checkpoint completed, so it applies only with "
                             "'after_checkpoint'; add it to at_step instead.")
-    for name, low in (("at_step", 1), ("after_checkpoint", 1), ("delay", 0)):
-        value = getattr(f, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
-            raise ScenarioError(f"{w}.{name} must be an integer of at least {low}, got {value!r}.")
     target = f.target
     if target.startswith("worker:"):
         if not target[7:].isdigit():
@@ -343,24 +318,16 @@ def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:
 
 def _savepoint(raw: Any, i: int, where: str) -> SavepointTrigger:
     w = f"{where}: savepoints[{i}]"
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{w}: must be an object with 'at_step' or 'after_checkpoint' (and optional 'delay').")
-    _no_unknown(raw, _SAVEPOINT, w)
+    raw = SAVEPOINT.read(raw, where, name=f"savepoints[{i}]")
     t = SavepointTrigger(raw.get("at_step"), raw.get("after_checkpoint"), raw.get("delay", 0))
     if (t.at_step is None) == (t.after_checkpoint is None):
         raise ScenarioError(f"{w}: give exactly one of 'at_step' and 'after_checkpoint'.")
-    for name in ("at_step", "after_checkpoint", "delay"):
-        value = getattr(t, name)
-        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 0):
-            raise ScenarioError(f"{w}: '{name}' must be a non-negative integer, got {value!r}.")
     return t
 
 
 def _rescale(raw: Any, i: int, where: str, failures: int) -> Rescale:
     w = f"{where}: rescales[{i}]"
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{w}: must be an object with 'on_failure' and 'parallelism'.")
-    _no_unknown(raw, _RESCALE, w)
+    raw = RESCALE.read(raw, where, name=f"rescales[{i}]")
     on = raw.get("on_failure")
     par = raw.get("parallelism")
     if not isinstance(on, int) or not 0 <= on < max(failures, 1) or failures == 0:

@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.checks.oracle import ExactlyOnce
 from cutcheck.reference.logs import RunLogWriter
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.runtime.scheduler import Chooser
 from cutcheck.reference.scenario import Scenario, check_budgets
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
-from cutcheck.reference.runtime.operators import InvariantViolation
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine

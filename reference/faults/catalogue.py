@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import InvalidArgument
 from cutcheck.reference.faults import barriers, recovery, rescale, savepoints, sinks, storage  # noqa: F401 (registers)
 from cutcheck.reference.faults.seams import Fault, Rules, faults
 
@@ -31,7 +31,7 @@ class Mutants:
     def of(cls, names: tuple[str, ...] | list[str]) -> Mutants:
         unknown = [n for n in names if n not in CATALOGUE]
         if unknown:
-            raise ScenarioError(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(CATALOGUE)}.")
+            raise InvalidArgument(f"unknown mutant(s) {', '.join(unknown)}; known: {', '.join(CATALOGUE)}.")
         return cls(frozenset(names))
 
     def rules(self) -> Rules:

@@ -17,11 +17,12 @@ consumed from the gate's channels (``record_bytes`` each); events count 0 bytes.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import InvalidArgument, ScenarioError
+from cutcheck.model.sections import Field, Section, int_fields
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -81,24 +82,9 @@ class DebloatConfig:
     @classmethod
     def from_json(cls, data: Any, max_buffer: int, where: str = "scenario") -> DebloatConfig:
         """Validate the section (unknown fields are errors) against the network's buffer size."""
-        if data is None:
+        if data is None:  # no section: debloating is off, so min_buffer is never compared with the buffer size
             return cls()
-        if not isinstance(data, Mapping):
-            raise ScenarioError(f"{where}: 'debloat' must be a JSON object.")
-        allowed = [f.name for f in fields(cls)]
-        unknown = sorted(set(data) - set(allowed))
-        if unknown:
-            raise ScenarioError(f"{where}: debloat: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}.")
-        cfg = cls(**dict(data))
-        if not isinstance(cfg.enabled, bool):
-            raise ScenarioError(f"{where}: debloat.enabled must be true or false, got {cfg.enabled!r}.")
-        for name in ("target", "period", "samples", "min_buffer"):
-            value = getattr(cfg, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ScenarioError(f"{where}: debloat.{name} must be a positive integer, got {value!r}.")
-        t = cfg.threshold
-        if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= 100:
-            raise ScenarioError(f"{where}: debloat.threshold must be a percentage 0..100, got {t!r}.")
+        cfg = cls(**DEBLOAT.read(data, where))
         if cfg.min_buffer > max_buffer:
             raise ScenarioError(f"{where}: debloat.min_buffer ({cfg.min_buffer}) exceeds network.buffer_bytes "
                                 f"({max_buffer}), the maximum buffer size; lower it.")
@@ -106,6 +92,13 @@ class DebloatConfig:
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+DEBLOAT = Section.of("debloat", DebloatConfig, {
+    "enabled": Field(bool),
+    **int_fields(("target", "period", "samples", "min_buffer"), low=1),
+    "threshold": Field(int, low=0, high=100, says="a percentage 0..100"),
+})
 
 
 # ---------------------------------------------------------------------------------------- Flink's classes
@@ -147,7 +140,7 @@ class ThroughputCalculator:
 
     def throughput_of(self, data_size: int, time: int) -> int:
         if data_size < 0 or time < 0:
-            raise ValueError("size and time must be non negative")
+            raise InvalidArgument("size and time must be non negative")
         if time == 0:
             return self.current_throughput  # nothing measured: keep the previous value
         self.current_throughput = instant_throughput(data_size, time)
@@ -172,7 +165,7 @@ class BufferSizeEMA:
 
     def calculate_buffer_size(self, total_bytes: int, total_buffers: int) -> int:
         if total_bytes < 0 or total_buffers <= 0:
-            raise ValueError("total bytes must be non negative and buffers positive")
+            raise InvalidArgument("total bytes must be non negative and buffers positive")
         # long arithmetic: min(total / buffers, 2L * last)
         desirable = min(_ldiv(total_bytes, total_buffers), _long(2 * self.last_buffer_size))
         # int += double is int = (int) (int + double): the sum truncates toward zero

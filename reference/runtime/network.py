@@ -17,6 +17,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
+from cutcheck.model.kinds import BarrierOption, CheckpointKind
+
 
 class Buf:
     """A data buffer: a list of records and the channel sequence number of the first one."""
@@ -39,11 +41,16 @@ class Barrier:
     """A checkpoint barrier. ``priority`` barriers are unaligned: they overtake data."""
 
     cp: int
-    kind: str  # "checkpoint" | "savepoint"
-    options: str  # "aligned" | "unaligned" | "timeoutable" | "forced_aligned" | "at_least_once"
+    kind: CheckpointKind
+    options: BarrierOption
     trigger_step: int
     priority: bool = False
     cut: int = 0  # sender's emitted-record count on this channel when it took its snapshot
+
+    def __post_init__(self) -> None:
+        # Callers may pass the bare strings (the coordinator still does); the members are equal to them.
+        self.kind = CheckpointKind(self.kind)
+        self.options = BarrierOption(self.options)
 
 
 @dataclass(slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.keygroups import assign_to_key_group, key_group_range
 from cutcheck.reference.runtime.records import (
     COUNT,
@@ -25,15 +26,6 @@ from cutcheck.reference.runtime.records import (
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel
     from cutcheck.reference.runtime.tasks import Task
-
-
-class InvariantViolation(Exception):
-    """An invariant of DESIGN was broken; ``name`` is CUT, ORDER, OWNERSHIP, COMMIT, BOUND or EXACTLY_ONCE."""
-
-    def __init__(self, name: str, detail: str):
-        super().__init__(f"{name}: {detail}")
-        self.name = name
-        self.detail = detail
 
 
 class Operator:

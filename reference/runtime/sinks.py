@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference.faults.seams import seam
-from cutcheck.reference.runtime.operators import InvariantViolation, Operator
+from cutcheck.reference.runtime.operators import Operator
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel

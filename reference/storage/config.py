@@ -15,12 +15,25 @@ from dataclasses import dataclass
 from typing import Any
 
 from cutcheck.model.errors import ScenarioError
+from cutcheck.model.kinds import RestoreMode, values
+from cutcheck.model.sections import Field, Section
 
-RESTORE_MODES = ("claim", "no_claim")
+RESTORE_MODES = values(RestoreMode)
 DEFAULT_INLINE_THRESHOLD = 20 * 1024  # state.storage.fs.memory-threshold
 MAX_INLINE_THRESHOLD = 1024 * 1024
-_FIELDS = {"dir", "incremental", "restore_mode", "entropy", "entropy_length", "inline_threshold", "job"}
-_RESTORE_FIELDS = {"path", "mode"}
+
+STORAGE = Section("storage", {
+    "dir": Field(str, nullable=True),
+    "job": Field(str, nullable=True),
+    "entropy": Field(str, nullable=True),
+    "incremental": Field(bool),
+    "inline_threshold": Field(int, low=0, high=MAX_INLINE_THRESHOLD, default=DEFAULT_INLINE_THRESHOLD,
+                              says=f"bytes in 0..{MAX_INLINE_THRESHOLD} (Flink's maximum)"),
+    "entropy_length": Field(int, low=1, default=4, says="a positive integer (s3.entropy.length)"),
+    "restore_mode": Field(str, choices=RESTORE_MODES, default="no_claim"),
+})
+RESTORE = Section("restore", {"path": Field(str), "mode": Field(str, choices=RESTORE_MODES, nullable=True)},
+                  shape="an object with 'path' (a chk-N or savepoint directory) and optional 'mode'")
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,7 +44,7 @@ class StorageConfig:
     inline_threshold: int = DEFAULT_INLINE_THRESHOLD
     entropy: str | None = None
     entropy_length: int = 4
-    restore_mode: str = "no_claim"
+    restore_mode: RestoreMode = RestoreMode.NO_CLAIM
     seed: int = 0
 
     @classmethod
@@ -42,50 +55,26 @@ class StorageConfig:
         directory = dir_override or sec.get("dir")
         if directory is None:
             return None
-        return cls(dir=str(directory), job=sec.get("job"), incremental=bool(sec.get("incremental", incremental)),
-                   inline_threshold=sec.get("inline_threshold", DEFAULT_INLINE_THRESHOLD), entropy=sec.get("entropy"),
-                   entropy_length=sec.get("entropy_length", 4), restore_mode=sec.get("restore_mode", "no_claim"),
-                   seed=seed)
+        return cls(dir=str(directory), job=sec.get("job"), incremental=sec.get("incremental", incremental),
+                   inline_threshold=sec["inline_threshold"], entropy=sec.get("entropy"),
+                   entropy_length=sec["entropy_length"], restore_mode=RestoreMode(sec["restore_mode"]), seed=seed)
 
 
 def validate(raw: Any, where: str = "scenario") -> dict[str, Any]:
-    if raw is None:
-        return {}
-    if not isinstance(raw, dict):
-        raise ScenarioError(f"{where}: 'storage' must be a JSON object.")
-    unknown = sorted(set(raw) - _FIELDS)
-    if unknown:
-        raise ScenarioError(f"{where}: storage: unknown field(s) {', '.join(unknown)}; allowed: {', '.join(sorted(_FIELDS))}.")
-    for name in ("dir", "entropy", "job"):
-        if name in raw and raw[name] is not None and (not isinstance(raw[name], str) or not raw[name]):
-            raise ScenarioError(f"{where}: storage.{name} must be a non-empty string.")
-    job = raw.get("job")
+    """The storage section's fields, absent ones (or all, when there is no section) at their defaults."""
+    sec = STORAGE.read(raw, where)
+    job = sec.get("job")
     if job is not None and ("/" in job or job in (".", "..")):
         raise ScenarioError(f"{where}: storage.job {job!r} must be a plain directory name.")
-    if "incremental" in raw and not isinstance(raw["incremental"], bool):
-        raise ScenarioError(f"{where}: storage.incremental must be true or false.")
-    t = raw.get("inline_threshold", DEFAULT_INLINE_THRESHOLD)
-    if not isinstance(t, int) or isinstance(t, bool) or not 0 <= t <= MAX_INLINE_THRESHOLD:
-        raise ScenarioError(f"{where}: storage.inline_threshold must be bytes in 0..{MAX_INLINE_THRESHOLD} (Flink's maximum), got {t!r}.")
-    n = raw.get("entropy_length", 4)
-    if not isinstance(n, int) or isinstance(n, bool) or n < 1:
-        raise ScenarioError(f"{where}: storage.entropy_length must be a positive integer (s3.entropy.length), got {n!r}.")
-    mode = raw.get("restore_mode", "no_claim")
-    if mode not in RESTORE_MODES:
-        raise ScenarioError(f"{where}: storage.restore_mode {mode!r} is not one of {', '.join(RESTORE_MODES)}.")
-    return dict(raw)
+    return sec
 
 
-def restore_section(raw: Any, where: str = "scenario") -> tuple[str | None, str | None]:
+def restore_section(raw: Any, where: str = "scenario") -> tuple[str | None, RestoreMode | None]:
     """The scenario's ``restore`` section: (path, mode)."""
     if raw is None:
         return None, None
-    if not isinstance(raw, dict) or not isinstance(raw.get("path"), str):
-        raise ScenarioError(f"{where}: 'restore' must be an object with 'path' (a chk-N or savepoint directory) and optional 'mode'.")
-    unknown = sorted(set(raw) - _RESTORE_FIELDS)
-    if unknown:
-        raise ScenarioError(f"{where}: restore: unknown field(s) {', '.join(unknown)}; allowed: path, mode.")
-    mode = raw.get("mode")
-    if mode is not None and mode not in RESTORE_MODES:
-        raise ScenarioError(f"{where}: restore.mode {mode!r} is not one of {', '.join(RESTORE_MODES)}.")
-    return raw["path"], mode
+    sec = RESTORE.read(raw, where)
+    if "path" not in sec:
+        raise ScenarioError(f"{RESTORE.at(where)}: must be {RESTORE.shape}.")
+    mode = sec.get("mode")
+    return sec["path"], None if mode is None else RestoreMode(mode)

@@ -36,10 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from cutcheck.model.errors import StorageError
+from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.faults.seams import Rules, seam
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
     dumps,

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.kinds import RestoreMode
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, StorageConfig, restore_section
@@ -36,9 +37,10 @@ def open_storage(scenario: Scenario, *, checkpoint_dir: str | Path | None = None
                                      seed=scenario.seed, dir_override=str(checkpoint_dir) if checkpoint_dir else None)
     path, mode = restore_section(scenario.extra.get("restore"))
     path = str(restore) if restore is not None else path
-    mode = restore_mode or mode or (config.restore_mode if config else "no_claim")
-    if mode not in RESTORE_MODES:
-        raise ScenarioError(f"--restore-mode {mode!r} is not one of {', '.join(RESTORE_MODES)}.")
+    given = restore_mode or mode or (config.restore_mode if config else RestoreMode.NO_CLAIM)
+    if given not in RESTORE_MODES:
+        raise ScenarioError(f"--restore-mode {given!r} is not one of {', '.join(RESTORE_MODES)}.")
+    mode = RestoreMode(given)
     if config is None:
         return None, (load_restore_target(path)[0] if path is not None else None)
     storage = FsCheckpointStorage(config, restore=path, restore_mode=mode, rules=Mutants.of(list(scenario.mutants)).rules())

@@ -8,10 +8,9 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
-from cutcheck.model.errors import RestoreRefused
+from cutcheck.model.errors import InvariantViolation, RestoreRefused
 from cutcheck.reference import Scenario
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
 
 POINTWISE_OR_BROADCAST = ("forward", "rescale", "broadcast")

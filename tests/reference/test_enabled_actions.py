@@ -9,11 +9,11 @@ from typing import Any
 from hypothesis import given
 from hypothesis import strategies as st
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference import Scenario
 from cutcheck.reference.batch import make_engine
 from cutcheck.reference.fuzzing.generate import scenario_dict
 from cutcheck.reference.runtime.network import Buf
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.storage.memory import InMemoryStorage
 
 

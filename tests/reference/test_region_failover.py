@@ -129,7 +129,7 @@ def test_region_failovers_replay_through_the_protocol() -> None:
 
 
 def test_failover_strategy_is_validated() -> None:
-    with pytest.raises(ScenarioError, match="'failover_strategy' must be"):
+    with pytest.raises(ScenarioError, match="'failover_strategy' 'restart-all' is not one of region, full"):
         Scenario.from_json(scenario(_two_components(), failover_strategy="restart-all"))
 
 

@@ -6,10 +6,10 @@ import contextlib
 import json
 from pathlib import Path
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import make_engine
 from cutcheck.reference.checks.tracing import validate_run
-from cutcheck.reference.runtime.operators import InvariantViolation
 
 HERE = Path(__file__).resolve().parent / "regressions"
 

@@ -14,9 +14,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cutcheck.model.errors import StorageError
+from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.reference.faults.catalogue import Mutants
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.storage.codec import decode, dumps, encode, loads
 from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.fs import FsCheckpointStorage

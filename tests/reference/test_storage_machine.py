@@ -31,9 +31,8 @@ from hypothesis.stateful import (
     run_state_machine_as_test,
 )
 
-from cutcheck.model.errors import StorageError
+from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.reference.faults.catalogue import Mutants
-from cutcheck.reference.runtime.operators import InvariantViolation
 from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import CheckpointListing

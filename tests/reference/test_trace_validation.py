@@ -65,8 +65,8 @@ class _SeedDraw:
                                      "early-checkpoint-in-recovery"])
 def test_mutated_engine_traces_are_rejected(mutant: str) -> None:
     """With the engine's own CUT check off, trace validation alone rejects the faulty engine."""
+    from cutcheck.model.errors import InvariantViolation
     from cutcheck.reference.batch import make_engine
-    from cutcheck.reference.runtime.operators import InvariantViolation
 
     for seed in range(60):
         sdict = scenario_dict(_SeedDraw(seed), modes=("unaligned",), max_records=150, rescale=False)
