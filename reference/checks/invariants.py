@@ -2,12 +2,17 @@
 
 CUT is checked for every channel of every completed checkpoint from per-channel sequence
 numbers: memory is proportional to the in-flight data a checkpoint captured, never to history.
+BROADCAST_STATE and ALIGNED_EDGE are checked on every completed checkpoint too
+(``check_completed_checkpoint``); the storage's invariants are in reference.checks.storage_invariants,
+the judgement of restores in reference.checks.restore_judgement.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
+from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
 from cutcheck.reference.runtime.operators import InvariantViolation
@@ -96,3 +101,66 @@ def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -
             out[v.id] = frozenset(e.key for e in graph.in_edges(v.id)
                                   if fifo[e.source] and all(n <= 1 for n in paths[e.source].values()))
     return out
+
+
+# Checkpoint options under which a subtask may persist in-flight data (CheckpointOptions.forConfig,
+# facts §4.2): an aligned checkpoint, a savepoint and an at-least-once checkpoint never do.
+_CHANNEL_STATE_OPTIONS = frozenset({"unaligned", "timeoutable"})
+
+
+def check_completed_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
+    """The invariants of one completed checkpoint beyond CUT: BROADCAST_STATE, then ALIGNED_EDGE."""
+    check_broadcast_state(engine, done)
+    check_aligned_edges(engine, done)
+
+
+def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
+    """BROADCAST_STATE: every subtask of a broadcast_state vertex snapshots the same broadcast state.
+
+    Flink writes broadcast state once per subtask and a restore hands each new subtask one old
+    subtask's copy (``repartitionBroadcastState``, facts §3), which is only right when the copies are
+    equal; the broadcast input is forced aligned (facts §4.6), which is what makes them equal. Not
+    promised in ``at_least_once`` mode, where barriers do not block and a subtask may apply a
+    broadcast element of the next checkpoint before its snapshot.
+    """
+    if engine.scenario.checkpoint.mode == "at_least_once":
+        return
+    for v in engine.graph.vertices:
+        if v.kind != "broadcast_state":
+            continue
+        copies = [done.tasks[SubtaskId(v.id, i)].operator.get("broadcast", []) for i in range(done.parallelism[v.id])]
+        for i, copy in enumerate(copies[1:], start=1):
+            if copy != copies[0]:
+                only0, only_i = Counter(copies[0]) - Counter(copy), Counter(copy) - Counter(copies[0])
+                raise InvariantViolation(
+                    "BROADCAST_STATE",
+                    f"checkpoint {done.cp}: {v.id}[{i}] snapshots {len(copy)} broadcast elements and {v.id}[0] "
+                    f"{len(copies[0])}; only in {v.id}[0]: rids {sorted(only0)[:5]}, only in {v.id}[{i}]: rids "
+                    f"{sorted(only_i)[:5]}, so a restore would lose or invent broadcast state",
+                )
+
+
+def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
+    """ALIGNED_EDGE: no channel state on an edge Flink keeps aligned, and none in an aligned checkpoint.
+
+    Edges into a consumer with a pointwise, broadcast or custom input never carry unaligned
+    barriers (``engine.edge_unaligned``, facts §4.6), so neither side of them is ever persisted;
+    a checkpoint whose options are aligned (every savepoint, every checkpoint of an ``aligned`` or
+    ``at_least_once`` job) persists no channel state at all. The options are re-derived from the
+    checkpoint's kind and the job's mode, as the coordinator derived them at trigger.
+    """
+    options = engine.coordinator.checkpoint_options(done.kind)
+    may_persist = options in _CHANNEL_STATE_OPTIONS
+    allowed = engine.edge_unaligned
+    for sid, snap in done.tasks.items():
+        for side, states in (("input", snap.input_state), ("output", snap.output_state)):
+            for key, bufs in states.items():
+                if bufs and not (may_persist and allowed[key[0]]):
+                    edge = engine.graph.edge(key[0])
+                    why = (f"a {done.kind} with {options} options persists no channel state" if not may_persist
+                           else f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned")
+                    raise InvariantViolation(
+                        "ALIGNED_EDGE",
+                        f"checkpoint {done.cp}: {sid} persisted {sum(len(b.recs) for b in bufs)} records of {side} "
+                        f"state on channel {edge.source}[{key[1]}] -> {edge.target}[{key[2]}], but {why}",
+                    )
