@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
+from cutcheck.model.partitioning import supports_unaligned
 from cutcheck.reference.runtime.operators import InvariantViolation
 
 if TYPE_CHECKING:
@@ -103,15 +104,11 @@ def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -
     return out
 
 
-# Checkpoint options under which a subtask may persist in-flight data (CheckpointOptions.forConfig,
-# facts §4.2): an aligned checkpoint, a savepoint and an at-least-once checkpoint never do.
-_CHANNEL_STATE_OPTIONS = frozenset({"unaligned", "timeoutable"})
-
-
 def check_completed_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
-    """The invariants of one completed checkpoint beyond CUT: BROADCAST_STATE, then ALIGNED_EDGE."""
-    check_broadcast_state(engine, done)
+    """The invariants of one completed checkpoint beyond CUT: ALIGNED_EDGE, then BROADCAST_STATE
+    (channel state on a broadcast edge is the cause when broadcast copies diverge: named first)."""
     check_aligned_edges(engine, done)
+    check_broadcast_state(engine, done)
 
 
 def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
@@ -140,25 +137,34 @@ def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
                 )
 
 
-def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
-    """ALIGNED_EDGE: no channel state on an edge Flink keeps aligned, and none in an aligned checkpoint.
+def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, bool]:
+    """Per edge, whether a checkpoint of ``kind`` in a job of ``mode`` may persist its in-flight data.
 
-    Edges into a consumer with a pointwise, broadcast or custom input never carry unaligned
-    barriers (``engine.edge_unaligned``, facts §4.6), so neither side of them is ever persisted;
-    a checkpoint whose options are aligned (every savepoint, every checkpoint of an ``aligned`` or
-    ``at_least_once`` job) persists no channel state at all. The options are re-derived from the
-    checkpoint's kind and the job's mode, as the coordinator derived them at trigger.
+    Restated from the model's partitioner facts, not read from the engine: only unaligned
+    (and aligned-with-timeout) checkpoints persist channel state, never a savepoint (always
+    aligned, facts §4.2); and an edge into a consumer with any pointwise, broadcast or custom input
+    never carries unaligned barriers (facts §4.6).
     """
-    options = engine.coordinator.checkpoint_options(done.kind)
-    may_persist = options in _CHANNEL_STATE_OPTIONS
-    allowed = engine.edge_unaligned
+    if kind == "savepoint" or mode not in ("unaligned", "aligned_timeout"):
+        return {e.key: False for e in graph.edges}
+    ok_target = {v.id: all(supports_unaligned(e.partitioner) for e in graph.in_edges(v.id)) for v in graph.vertices}
+    return {e.key: ok_target[e.target] for e in graph.edges}
+
+
+def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
+    """ALIGNED_EDGE: no channel state, on either side, of an edge Flink keeps aligned, nor in any
+    checkpoint Flink takes aligned (every savepoint; every checkpoint of an aligned or
+    at-least-once job)."""
+    mode = engine.scenario.checkpoint.mode
+    allowed = may_hold_channel_state(engine.graph, mode, done.kind)
     for sid, snap in done.tasks.items():
         for side, states in (("input", snap.input_state), ("output", snap.output_state)):
             for key, bufs in states.items():
-                if bufs and not (may_persist and allowed[key[0]]):
+                if bufs and not allowed[key[0]]:
                     edge = engine.graph.edge(key[0])
-                    why = (f"a {done.kind} with {options} options persists no channel state" if not may_persist
-                           else f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned")
+                    why = (f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned"
+                           if done.kind != "savepoint" and mode in ("unaligned", "aligned_timeout")
+                           else f"a {done.kind} of a{'n' if mode[0] in 'aeiou' else ''} {mode} job persists none")
                     raise InvariantViolation(
                         "ALIGNED_EDGE",
                         f"checkpoint {done.cp}: {sid} persisted {sum(len(b.recs) for b in bufs)} records of {side} "
