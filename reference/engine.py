@@ -347,7 +347,6 @@ class Engine:
 
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")
-        check_completed_checkpoint(self, done)  # BROADCAST_STATE, ALIGNED_EDGE
         if self.storage_watch is not None:
             self.storage_watch.on_complete(done, subsumed)  # SAVEPOINT_KEPT
         if self.tracing:
@@ -380,6 +379,7 @@ class Engine:
         # ``cut_checks`` off lets a test show that trace validation alone catches a faulty engine.
         if self.cut_checks and self.scenario.checkpoint.mode != "at_least_once":
             check_cut_of_checkpoint(self, done)
+        check_completed_checkpoint(self, done)  # ALIGNED_EDGE, BROADCAST_STATE: before it is stored, as CUT
 
     def inflight_bytes(self) -> int:
         rb = self.scenario.network.record_bytes

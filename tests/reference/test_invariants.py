@@ -179,13 +179,33 @@ def test_aligned_edge_catches_a_savepoint_taken_unaligned(monkeypatch: pytest.Mo
     assert names(r) == ["ALIGNED_EDGE"] and "savepoint" in r.violations[0]["detail"]
 
 
-def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def with_entropy(s: dict[str, Any], base: Path) -> Path:
+    """Entropy injection (facts §8.5): data files under random prefixes in place of the marker
+    (not "_entropy_", which pytest's directory names for these tests contain)."""
+    s["storage"].update(dir=str(base / "_rnd_" / "ckpts"), entropy="_rnd_")
+    return base / "_rnd_" / "ckpts"
+
+
+def test_an_entropy_injected_run_keeps_every_invariant(tmp_path: Path) -> None:
+    s = on_disk(tmp_path, mode="unaligned", slow="count", failures=[{"after_checkpoint": 2, "target": "count[0]"}])
+    given = with_entropy(s, tmp_path)
+    r = simulate(Scenario.from_json(s))
+    assert r.ok, r.violations
+    assert len([p for p in tmp_path.iterdir() if p.name != "ckpts"]) > 1  # random prefixes were made
+    assert inspect(given, entropy="_rnd_").orphans == []
+
+
+@pytest.mark.parametrize("entropy", [False, True])
+def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entropy: bool) -> None:
     monkeypatch.setattr(SharedStateRegistry, "unregister_unused", lambda self, lowest: [])  # forgets nothing
     monkeypatch.setattr(SharedStateRegistry, "discard_all_except", lambda self, live: [])
-    r = simulate(Scenario.from_json(on_disk(tmp_path, savepoints=[])))
+    s = on_disk(tmp_path, savepoints=[])
+    given = with_entropy(s, tmp_path) if entropy else tmp_path
+    r = simulate(Scenario.from_json(s))
     assert names(r) == ["NO_ORPHANS"]
-    orphans = inspect(tmp_path).orphans
-    assert orphans and all(p in orphans for p in r.violations[0]["detail"].split("e.g. ")[1].split("; ")[0].split(", "))
+    orphans = inspect(given, entropy="_rnd_").orphans
+    named = r.violations[0]["detail"].split("e.g. ")[1].split("; ")[0].split(", ")
+    assert orphans and all(p in orphans for p in named)  # the inspection calls the same files orphans
 
 
 def test_no_orphans_catches_a_subsumed_checkpoint_left_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
