@@ -29,7 +29,7 @@ from cutcheck.reference.simulate import RunResult
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import inspect
 from cutcheck.reference.storage.shared_registry import SharedStateRegistry
-from tests.reference.helpers import EXAMPLE_GRAPHS, EXAMPLES, scenario, small_graph
+from tests.reference.helpers import EXAMPLE_GRAPHS, EXAMPLES, scenario
 
 NEW = {"BROADCAST_STATE", "ALIGNED_EDGE", "NO_ORPHANS", "SAVEPOINT_KEPT", "RESTORE_JUDGED"}
 MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
