@@ -137,6 +137,10 @@ def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
                 )
 
 
+# Job modes whose checkpoints may persist channel state (CheckpointOptions.forConfig, facts §4.2).
+UNALIGNED_MODES = frozenset({"unaligned", "aligned_timeout"})
+
+
 def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, bool]:
     """Per edge, whether a checkpoint of ``kind`` in a job of ``mode`` may persist its in-flight data.
 
@@ -145,7 +149,7 @@ def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, b
     aligned, facts §4.2); and an edge into a consumer with any pointwise, broadcast or custom input
     never carries unaligned barriers (facts §4.6).
     """
-    if kind == "savepoint" or mode not in ("unaligned", "aligned_timeout"):
+    if kind == "savepoint" or mode not in UNALIGNED_MODES:
         return {e.key: False for e in graph.edges}
     ok_target = {v.id: all(supports_unaligned(e.partitioner) for e in graph.in_edges(v.id)) for v in graph.vertices}
     return {e.key: ok_target[e.target] for e in graph.edges}
@@ -163,8 +167,8 @@ def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
                 if bufs and not allowed[key[0]]:
                     edge = engine.graph.edge(key[0])
                     why = (f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned"
-                           if done.kind != "savepoint" and mode in ("unaligned", "aligned_timeout")
-                           else f"a {done.kind} of a{'n' if mode[0] in 'aeiou' else ''} {mode} job persists none")
+                           if done.kind != "savepoint" and mode in UNALIGNED_MODES
+                           else f"a {done.kind} in {mode} mode persists none")
                     raise InvariantViolation(
                         "ALIGNED_EDGE",
                         f"checkpoint {done.cp}: {sid} persisted {sum(len(b.recs) for b in bufs)} records of {side} "
