@@ -11,18 +11,20 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from cutcheck.model.errors import InvariantViolation
+from cutcheck.model.errors import InvariantViolation, RestoreRefused
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
 from cutcheck.reference.checks.invariants import (
+    check_completed_checkpoint,
     check_cut_of_checkpoint,
-    check_savepoint_self_contained,
     order_checked_edges,
 )
 from cutcheck.reference.checks.oracle import Oracle
+from cutcheck.reference.checks.restore_judgement import judge_restore
+from cutcheck.reference.checks.storage_invariants import StorageWatch
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.debloat import Debloating, current_buffer_size
 from cutcheck.reference.runtime.network import Barrier, Buf, OutputSubpartition
@@ -62,6 +64,7 @@ class Engine:
         bind = getattr(self.storage, "bind", None)
         if bind is not None:
             bind(self)  # the on-disk storage asks the coordinator which kind a pending checkpoint is
+        self.storage_watch = StorageWatch.attach(self.storage)  # SAVEPOINT_KEPT, NO_ORPHANS (on-disk only)
         self.tracing = trace
         self.traces: dict[tuple[int, int, int], list] = {}
         self.trace_archive: list[dict[tuple[int, int, int], list]] = []
@@ -96,7 +99,12 @@ class Engine:
         if restored is not None:
             from cutcheck.reference.recovery.recovery import restore_state
 
-            report = restore_state(self, restored)
+            try:
+                report = restore_state(self, restored)
+            except RestoreRefused as refusal:
+                judge_restore(self, restored, refusal)  # RESTORE_JUDGED: Flink refuses it too
+                raise
+            judge_restore(self, restored, None)
             self.restore_reports.append(report)
 
     def event(self, kind: str, detail: str = "") -> None:
@@ -341,6 +349,8 @@ class Engine:
 
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")
+        if self.storage_watch is not None:
+            self.storage_watch.on_complete(done, subsumed)  # SAVEPOINT_KEPT
         if self.tracing:
             from cutcheck.reference.checks.tracing import on_complete
 
@@ -371,7 +381,7 @@ class Engine:
         # ``cut_checks`` off lets a test show that trace validation alone catches a faulty engine.
         if self.cut_checks and self.scenario.checkpoint.mode != "at_least_once":
             check_cut_of_checkpoint(self, done)
-        check_savepoint_self_contained(done)
+        check_completed_checkpoint(self, done)  # ALIGNED_EDGE, BROADCAST_STATE: before it is stored, as CUT
 
     def inflight_bytes(self) -> int:
         rb = self.scenario.network.record_bytes

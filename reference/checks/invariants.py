@@ -2,15 +2,21 @@
 
 CUT is checked for every channel of every completed checkpoint from per-channel sequence
 numbers: memory is proportional to the in-flight data a checkpoint captured, never to history.
+BROADCAST_STATE and ALIGNED_EDGE are checked on every completed checkpoint too
+(``check_completed_checkpoint``); the storage's invariants are in reference.checks.storage_invariants,
+the judgement of restores in reference.checks.restore_judgement.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
+from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
+from cutcheck.model.partitioning import supports_unaligned
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -41,18 +47,6 @@ def check_cut_of_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
                     f"processed {processed}, input state {_ranges(snap.input_state.get(key, []))}, output state "
                     f"{_ranges(up.output_state.get(key, []))}, but the producer sent {emitted} records before its snapshot",
                 )
-
-
-def check_savepoint_self_contained(done: CompletedCheckpoint) -> None:
-    """SAVEPOINT: a savepoint holds no in-flight data. Savepoints are always aligned (facts §3.2), because
-    they must restore after changes of topology or parallelism that channel state does not survive."""
-    if done.kind != "savepoint":
-        return
-    for sid, snap in done.tasks.items():
-        inflight = [k for k, bufs in (*snap.input_state.items(), *snap.output_state.items()) if bufs]
-        if inflight:
-            raise InvariantViolation("SAVEPOINT", f"savepoint {done.cp}: {sid} holds in-flight data of channel(s) "
-                                                  f"{', '.join(map(str, sorted(set(inflight))))}")
 
 
 def cut_holds_ranges(pieces: list[tuple[int, int]], emitted: int) -> bool:
@@ -108,3 +102,75 @@ def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -
             out[v.id] = frozenset(e.key for e in graph.in_edges(v.id)
                                   if fifo[e.source] and all(n <= 1 for n in paths[e.source].values()))
     return out
+
+
+def check_completed_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
+    """The invariants of one completed checkpoint beyond CUT: ALIGNED_EDGE, then BROADCAST_STATE
+    (channel state on a broadcast edge is the cause when broadcast copies diverge: named first)."""
+    check_aligned_edges(engine, done)
+    check_broadcast_state(engine, done)
+
+
+def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
+    """BROADCAST_STATE: every subtask of a broadcast_state vertex snapshots the same broadcast state.
+
+    Flink writes broadcast state once per subtask and a restore hands each new subtask one old
+    subtask's copy (``repartitionBroadcastState``, facts §3), which is only right when the copies are
+    equal; the broadcast input is forced aligned (facts §4.6), which is what makes them equal. Not
+    promised in ``at_least_once`` mode, where barriers do not block and a subtask may apply a
+    broadcast element of the next checkpoint before its snapshot.
+    """
+    if engine.scenario.checkpoint.mode == "at_least_once":
+        return
+    for v in engine.graph.vertices:
+        if v.kind != "broadcast_state":
+            continue
+        copies = [done.tasks[SubtaskId(v.id, i)].operator.get("broadcast", []) for i in range(done.parallelism[v.id])]
+        for i, copy in enumerate(copies[1:], start=1):
+            if copy != copies[0]:
+                only0, only_i = Counter(copies[0]) - Counter(copy), Counter(copy) - Counter(copies[0])
+                raise InvariantViolation(
+                    "BROADCAST_STATE",
+                    f"checkpoint {done.cp}: {v.id}[{i}] snapshots {len(copy)} broadcast elements and {v.id}[0] "
+                    f"{len(copies[0])}; only in {v.id}[0]: rids {sorted(only0)[:5]}, only in {v.id}[{i}]: rids "
+                    f"{sorted(only_i)[:5]}, so a restore would lose or invent broadcast state",
+                )
+
+
+# Job modes whose checkpoints may persist channel state (CheckpointOptions.forConfig, facts §4.2).
+UNALIGNED_MODES = frozenset({"unaligned", "aligned_timeout"})
+
+
+def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, bool]:
+    """Per edge, whether a checkpoint of ``kind`` in a job of ``mode`` may persist its in-flight data.
+
+    Restated from the model's partitioner facts, not read from the engine: only unaligned
+    (and aligned-with-timeout) checkpoints persist channel state, never a savepoint (always
+    aligned, facts §4.2); and an edge into a consumer with any pointwise, broadcast or custom input
+    never carries unaligned barriers (facts §4.6).
+    """
+    if kind == "savepoint" or mode not in UNALIGNED_MODES:
+        return {e.key: False for e in graph.edges}
+    ok_target = {v.id: all(supports_unaligned(e.partitioner) for e in graph.in_edges(v.id)) for v in graph.vertices}
+    return {e.key: ok_target[e.target] for e in graph.edges}
+
+
+def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
+    """ALIGNED_EDGE: no channel state, on either side, of an edge Flink keeps aligned, nor in any
+    checkpoint Flink takes aligned (every savepoint; every checkpoint of an aligned or
+    at-least-once job)."""
+    mode = engine.scenario.checkpoint.mode
+    allowed = may_hold_channel_state(engine.graph, mode, done.kind)
+    for sid, snap in done.tasks.items():
+        for side, states in (("input", snap.input_state), ("output", snap.output_state)):
+            for key, bufs in states.items():
+                if bufs and not allowed[key[0]]:
+                    edge = engine.graph.edge(key[0])
+                    why = (f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned"
+                           if done.kind != "savepoint" and mode in UNALIGNED_MODES
+                           else f"a {done.kind} in {mode} mode persists none")
+                    raise InvariantViolation(
+                        "ALIGNED_EDGE",
+                        f"checkpoint {done.cp}: {sid} persisted {sum(len(b.recs) for b in bufs)} records of {side} "
+                        f"state on channel {edge.source}[{key[1]}] -> {edge.target}[{key[2]}], but {why}",
+                    )

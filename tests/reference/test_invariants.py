@@ -1,0 +1,257 @@
+"""The run-time invariants BROADCAST_STATE, ALIGNED_EDGE, NO_ORPHANS, SAVEPOINT_KEPT and RESTORE_JUDGED.
+
+Each one (a) holds on unmutated runs: the example graphs in every mode with failures, savepoints
+and on-disk storage, and generated scenarios (on disk; rescaled); and (b) can fail: a test breaks
+one rule of the engine or the storage (monkeypatched) and the named violation is raised.
+Unmutated runs of tests/fingerprints keep byte-identical logs (tests/test_fingerprints.py), so no
+new check fires there either: a violation would stop the run and log a violation event.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cutcheck.model.errors import RestoreRefused
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.checkpointing.coordinator import Coordinator
+from cutcheck.reference.checks.restore_judgement import flink_refusal
+from cutcheck.reference.engine import Engine
+from cutcheck.reference.fuzzing.campaigns import run_scenario
+from cutcheck.reference.fuzzing.generate import scenario_from_seed
+from cutcheck.reference.runtime.operators import BroadcastStateOperator
+from cutcheck.reference.simulate import RunResult
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import inspect
+from cutcheck.reference.storage.shared_registry import SharedStateRegistry
+from tests.reference.helpers import EXAMPLE_GRAPHS, EXAMPLES, scenario
+
+NEW = {"BROADCAST_STATE", "ALIGNED_EDGE", "NO_ORPHANS", "SAVEPOINT_KEPT", "RESTORE_JUDGED"}
+MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
+STREAMING = [g for g in EXAMPLE_GRAPHS if g != "batch.json"]
+
+# scenario_from_seed(104, rescale="always") at the time of writing, frozen: sink 2 -> 1 with in-flight
+# data next to src0, whose forward output Flink cannot remap, so Flink 1.19 refuses the restore.
+REFUSED = json.loads("""{"graph": {"name": "generated", "max_parallelism": 128, "vertices": [
+ {"id": "src0", "kind": "source", "parallelism": 2, "records": 108, "keys": 13, "splits": 3, "seed": 0},
+ {"id": "map0", "kind": "map", "parallelism": 2}, {"id": "sink", "kind": "sink", "parallelism": 2, "delivery": "exactly_once"}],
+ "edges": [{"from": "src0", "to": "map0", "partitioner": "forward", "exchange": "pipelined", "gate": 0},
+ {"from": "map0", "to": "sink", "partitioner": "global", "exchange": "pipelined", "gate": 0},
+ {"from": "src0", "to": "sink", "partitioner": "global", "exchange": "pipelined", "gate": 0}]},
+ "seed": 1502778349, "checkpoint": {"mode": "aligned_timeout", "interval": 15, "timeout": 9, "checkpoint_timeout": 5000},
+ "network": {"buffer_bytes": 448, "record_bytes": 64, "exclusive": 1, "floating": 4},
+ "schedule": {"policy": "backpressure", "slow": "sink", "slowdown": 17},
+ "failures": [{"after_checkpoint": 1, "delay": 1, "target": "src0[0]"}, {"after_checkpoint": 2, "delay": 8, "target": "sink[0]"}],
+ "rescales": [{"on_failure": 1, "parallelism": {"sink": 1}}], "mutants": [], "max_steps": 200000}""")
+
+
+def names(r: RunResult) -> list[str]:
+    return [v["invariant"] for v in r.violations]
+
+
+def example(name: str, records: int = 400) -> dict[str, Any]:
+    """An example graph with at most ``records`` per source (the time of these runs goes into files)."""
+    graph = json.loads((EXAMPLES / name).read_text())
+    for v in graph["vertices"]:
+        if v["kind"] == "source":
+            v["records"] = min(v["records"], records)
+    return graph
+
+
+def on_disk(base: Path, graph: str = "keyed-pipeline.json", mode: str = "aligned", **kw: Any) -> dict[str, Any]:
+    """A run on disk with files for everything (nothing inlined), one retained checkpoint and savepoints."""
+    s = scenario(example(graph), mode=mode, interval=60, **kw)
+    s["checkpoint"].update(retained=1, incremental=True)
+    s["storage"] = {"dir": str(base), "inline_threshold": 0}
+    s.setdefault("savepoints", [{"at_step": 60}, {"after_checkpoint": 3, "delay": 4}])
+    return s
+
+
+def keyed_rescale() -> dict[str, Any]:
+    raw = json.loads((EXAMPLES / "scenarios" / "keyed-rescale.json").read_text())
+    raw["graph"] = json.loads((EXAMPLES / "keyed-pipeline.json").read_text())
+    return raw
+
+
+# ------------------------------------------------------------------------------- (a) they hold
+@pytest.mark.parametrize("mode", MODES)
+@pytest.mark.parametrize("graph", STREAMING)
+def test_the_examples_on_disk_with_savepoints_and_a_failure_keep_every_invariant(tmp_path: Path, graph: str, mode: str) -> None:
+    last = json.loads((EXAMPLES / graph).read_text())["vertices"][-1]["id"]
+    r = simulate(Scenario.from_json(on_disk(tmp_path, graph, mode, slow=last,
+                                            failures=[{"after_checkpoint": 2, "target": f"{last}[0]"}])))
+    assert not NEW & set(names(r)), r.violations
+    assert r.ok or mode == "at_least_once", r.violations  # at-least-once duplicates after a failure
+    assert any(c["kind"] == "savepoint" and c["status"] == "completed" for c in r.checkpoints)
+    assert inspect(tmp_path).orphans == []  # NO_ORPHANS agrees with the storage inspection
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(seed=st.integers(0, 10**6))
+def test_generated_on_disk_runs_keep_every_invariant(seed: int) -> None:
+    v = run_scenario(scenario_from_seed(seed, storage=True))
+    assert v.ok or v.refused, v.violations
+
+
+@settings(max_examples=40, deadline=None)
+@given(seed=st.integers(0, 10**6))
+def test_generated_rescaled_runs_keep_every_invariant(seed: int) -> None:
+    v = run_scenario(scenario_from_seed(seed, rescale="always"))
+    assert v.ok or v.refused, v.violations
+    assert not NEW & {x["invariant"] for x in v.violations}
+
+
+def test_a_restore_flink_refuses_is_refused_and_judged_so() -> None:
+    with pytest.raises(RestoreRefused):
+        simulate(Scenario.from_json(REFUSED))
+
+
+def test_an_accepted_rescale_is_judged_accepted() -> None:
+    r = simulate(Scenario.from_json(keyed_rescale()))
+    assert r.ok, r.violations
+    assert r.restores and r.restores[0]["rescaled"]
+
+
+def _holds_in_flight(done: Any) -> bool:
+    return any(bufs for snap in done.tasks.values() for bufs in [*snap.input_state.values(), *snap.output_state.values()])
+
+
+def test_the_judgement_is_the_model_rule_on_known_restores() -> None:
+    """Known values: src0 -forward-> map0 -global-> sink <-global- src0. In-flight data can only sit
+    on the global edges into sink (forward is kept aligned); rescaling sink then remaps src0's
+    partitions, forward's among them, which Flink refuses. At unchanged parallelism, or from a
+    checkpoint without in-flight data, nothing is refused."""
+    s = Scenario.from_json({**REFUSED, "failures": [], "rescales": []})
+    engine = Engine(s)
+    while not engine.finished and not (engine.storage.latest() is not None and _holds_in_flight(engine.storage.latest())):
+        engine.tick()
+    done = engine.storage.latest()
+    assert done is not None and _holds_in_flight(done)
+    same = dict(done.parallelism)
+    assert flink_refusal(s.graph, done, same) is None
+    why = flink_refusal(s.graph, done, {**same, "sink": 1})
+    assert why is not None and "'src0'" in why and "forward" in why
+    for snap in done.tasks.values():
+        snap.input_state.clear()
+        snap.output_state.clear()
+    assert flink_refusal(s.graph, done, {**same, "sink": 1}) is None
+
+
+# ------------------------------------------------------------------------------- (b) they can fail
+def test_broadcast_state_catches_a_subtask_that_skips_an_update(monkeypatch: pytest.MonkeyPatch) -> None:
+    apply = BroadcastStateOperator.apply
+
+    def skip_one(self: BroadcastStateOperator, rec: tuple, ch: Any) -> None:
+        if ch.gate.index == 1 and self.task.sid.index == 1 and not getattr(self, "skipped", False):
+            self.skipped = True  # type: ignore[attr-defined]
+            self.task.emit(rec)  # the output is right; only the state misses the element
+            return
+        apply(self, rec, ch)
+
+    monkeypatch.setattr(BroadcastStateOperator, "apply", skip_one)
+    r = simulate(Scenario.from_json(scenario("broadcast-state.json", mode="aligned")))
+    assert names(r) == ["BROADCAST_STATE"]
+
+
+def test_aligned_edge_catches_channel_state_on_a_broadcast_edge(monkeypatch: pytest.MonkeyPatch) -> None:
+    build = Engine._build
+
+    def every_edge_unaligned(self: Engine, restored: Any, new_parallelism: Any = None) -> None:
+        build(self, restored, new_parallelism)
+        self.edge_unaligned = dict.fromkeys(self.edge_unaligned, True)  # the bug: no edge forced aligned
+
+    monkeypatch.setattr(Engine, "_build", every_edge_unaligned)
+    r = simulate(Scenario.from_json(scenario("broadcast-state.json", mode="unaligned", slow="apply", buffer_bytes=128)))
+    assert names(r) == ["ALIGNED_EDGE"] and "kept aligned" in r.violations[0]["detail"]
+
+
+def test_aligned_edge_catches_a_savepoint_taken_unaligned(monkeypatch: pytest.MonkeyPatch) -> None:
+    options = Coordinator.checkpoint_options
+    monkeypatch.setattr(Coordinator, "checkpoint_options", lambda self, kind: "unaligned" if kind == "savepoint" else options(self, kind))
+    s = scenario("keyed-pipeline.json", mode="unaligned", slow="count", buffer_bytes=128,
+                 savepoints=[{"at_step": 30 * k} for k in range(1, 8)])
+    r = simulate(Scenario.from_json(s))
+    assert names(r) == ["ALIGNED_EDGE"] and "savepoint" in r.violations[0]["detail"]
+
+
+def with_entropy(s: dict[str, Any], base: Path) -> Path:
+    """Entropy injection (facts §8.5): data files under random prefixes in place of the marker
+    (not "_entropy_", which pytest's directory names for these tests contain)."""
+    s["storage"].update(dir=str(base / "_rnd_" / "ckpts"), entropy="_rnd_")
+    return base / "_rnd_" / "ckpts"
+
+
+def test_an_entropy_injected_run_keeps_every_invariant(tmp_path: Path) -> None:
+    s = on_disk(tmp_path, mode="unaligned", slow="count", failures=[{"after_checkpoint": 2, "target": "count[0]"}])
+    given = with_entropy(s, tmp_path)
+    r = simulate(Scenario.from_json(s))
+    assert r.ok, r.violations
+    assert len([p for p in tmp_path.iterdir() if p.name != "ckpts"]) > 1  # random prefixes were made
+    assert inspect(given, entropy="_rnd_").orphans == []
+
+
+@pytest.mark.parametrize("entropy", [False, True])
+def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entropy: bool) -> None:
+    monkeypatch.setattr(SharedStateRegistry, "unregister_unused", lambda self, lowest: [])  # forgets nothing
+    monkeypatch.setattr(SharedStateRegistry, "discard_all_except", lambda self, live: [])
+    s = on_disk(tmp_path, savepoints=[])
+    given = with_entropy(s, tmp_path) if entropy else tmp_path
+    r = simulate(Scenario.from_json(s))
+    assert names(r) == ["NO_ORPHANS"]
+    orphans = inspect(given, entropy="_rnd_").orphans
+    named = r.violations[0]["detail"].split("e.g. ")[1].split("; ")[0].split(", ")
+    assert orphans and all(p in orphans for p in named)  # the inspection calls the same files orphans
+
+
+def test_no_orphans_catches_a_subsumed_checkpoint_left_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stricter than the inspection: a subsumed checkpoint's own _metadata keeps its files there,
+    but the job retains only ``retained`` checkpoints, so the rest is the job's garbage."""
+    monkeypatch.setattr(FsCheckpointStorage, "_discard", lambda self, held: None)
+    r = simulate(Scenario.from_json(on_disk(tmp_path, savepoints=[])))
+    assert names(r) == ["NO_ORPHANS"]
+
+
+def test_savepoint_kept_catches_subsumption_deleting_a_savepoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    subsume = FsCheckpointStorage._subsume
+
+    def owning_savepoints(self: FsCheckpointStorage, retained: int) -> list[int]:
+        for h in self.held:
+            h.owned = True  # the bug: a savepoint is discarded like a checkpoint of the job
+        return subsume(self, retained)
+
+    monkeypatch.setattr(FsCheckpointStorage, "_subsume", owning_savepoints)
+    r = simulate(Scenario.from_json(on_disk(tmp_path)))
+    assert names(r) == ["SAVEPOINT_KEPT"] and "subsumed" in r.violations[0]["detail"]
+
+
+def test_savepoint_kept_catches_a_savepoint_file_deleted_at_job_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    close = FsCheckpointStorage.close
+
+    def close_and_drop(self: FsCheckpointStorage) -> None:
+        (sp,) = [p for p in tmp_path.glob("savepoint-*/*") if p.name != "_metadata"][:1]
+        sp.unlink()  # the bug: something of the job removes a file of the user's savepoint
+        close(self)
+
+    monkeypatch.setattr(FsCheckpointStorage, "close", close_and_drop)
+    r = simulate(Scenario.from_json(on_disk(tmp_path, savepoints=[{"at_step": 60}])))
+    assert names(r) == ["SAVEPOINT_KEPT"] and "when the job ended" in r.violations[0]["detail"]
+
+
+def test_restore_judged_catches_a_restore_flink_refuses_being_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("cutcheck.reference.recovery.rescale.refuse_if_flink_would", lambda graph, done, new: None)
+    r = simulate(Scenario.from_json(REFUSED))
+    assert names(r) == ["RESTORE_JUDGED"] and "Flink 1.19 refuses it" in r.violations[0]["detail"]
+
+
+def test_restore_judged_catches_a_restore_flink_accepts_being_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(graph: Any, done: Any, new: Any) -> None:
+        raise RestoreRefused("restore refused (the bug: every rescale)")
+
+    monkeypatch.setattr("cutcheck.reference.recovery.rescale.refuse_if_flink_would", refuse)
+    r = simulate(Scenario.from_json(keyed_rescale()))
+    assert names(r) == ["RESTORE_JUDGED"] and "Flink 1.19 accepts" in r.violations[0]["detail"]
