@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.reference.checks.coverage import observe_handler_states
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
@@ -228,3 +229,6 @@ class TrackingBarriers(HandlerState):
 
     def _idle(self) -> HandlerState:
         return self if self.pending else WaitingForFirstBarrier()
+
+
+observe_handler_states(HandlerState)  # coverage: (state, event) of every dispatch, counted on engine.coverage
