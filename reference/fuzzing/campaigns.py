@@ -1,7 +1,7 @@
 """Fuzz campaigns: Hypothesis-driven (with shrinking) and seed-driven (distributable).
 
 A Hypothesis campaign draws a scenario through ``reference.fuzzing.generate`` and the engine's
-schedule through a recording chooser (how many choices it scripts is drawn too), so shrinking
+schedule through a recording chooser (how many choices it scripts and their seed are drawn too), so shrinking
 makes graphs smaller, failures fewer and schedules shorter; ``reference.fuzzing.shrink`` then cuts
 the scenario itself (records, choices, vertices). A finding is returned as a replayable scenario
 (its choices written into ``schedule.choices``). ``seconds`` bounds the whole campaign, shrinking
@@ -13,6 +13,7 @@ cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
 
 from __future__ import annotations
 
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -172,8 +173,12 @@ class _Search:
             return  # the rest of this batch is past the search budget
         gen = self.gen if self.gen is not None else FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
         sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
+        # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
+        # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
+        # runs overrun its choice buffer, which it then reported as inconsistent data generation.
         budget = data.draw(st.integers(0, self.choice_budget))
-        chooser = RecordingChooser(lambda n: data.draw(st.integers(0, n - 1)), budget, sdict["seed"])
+        rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"])
         verdict = run_scenario(sdict, chooser)
         if shrinking:
             self.shrink_runs += 1
