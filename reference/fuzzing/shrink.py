@@ -112,6 +112,9 @@ def _smaller_sources(s: dict[str, Any]) -> Iterator[Candidate]:
 def _fewer_vertices(s: dict[str, Any]) -> Iterator[Candidate]:
     """Drop a middle vertex, wiring its inputs straight to its consumers; drop an extra sink."""
     g = s["graph"]
+    sources = [v["id"] for v in g["vertices"] if v["kind"] == "source"]
+    for src in sources if len(sources) > 1 else []:
+        yield _without_source(s, src)
     for v in g["vertices"]:
         if v["kind"] == "source":
             continue
@@ -129,6 +132,24 @@ def _fewer_vertices(s: dict[str, Any]) -> Iterator[Candidate]:
     for v in g["vertices"]:
         if v["kind"] != "source" and v.get("parallelism", 1) > 1:
             yield _with_parallelism(s, v["id"], 1)
+
+
+def _without_source(s: dict[str, Any], src: str) -> Candidate:
+    """Drop a source with every vertex that only it feeds (transitively)."""
+    g = s["graph"]
+    gone = {src}
+    changed = True
+    while changed:
+        changed = False
+        for v in g["vertices"]:
+            ins = {e["from"] for e in g["edges"] if e["to"] == v["id"]}
+            if v["id"] not in gone and ins and ins <= gone:
+                gone.add(v["id"])
+                changed = True
+    c = s
+    for vid in sorted(gone):
+        c = _without(c, vid, [])
+    return c
 
 
 def _bypass_partitioner(e: dict[str, Any], g: dict[str, Any], src: str) -> str:
