@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -188,10 +189,12 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
             verdicts = pool.starmap(fz.verdict_of_seed, [(s, mutants) for s in seed_list])
     else:
         verdicts = None
+    start = time.monotonic()
     if verdicts is None:
         progress, task = _progress("fuzzing", examples if examples != UNBOUNDED else None)
         with progress:
-            result = fz.seed_campaign(seed_list, mutants=mutants, seconds=seconds,
+            result = fz.seed_campaign(seed_list, mutants=mutants,
+                                      seconds=None if seconds is None else fz.SEARCH_SHARE * seconds,
                                       progress=lambda n: progress.advance(task, n))
     else:
         result = fz.CampaignResult()
@@ -204,6 +207,15 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report = result.to_json() | {"verdicts": result.verdicts}
     found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]
+    if bad:  # the first finding is shrunk too, within what is left of the budget
+        deadline = start + seconds if seconds is not None else time.monotonic() + fz.SHRINK_SECONDS
+        with err.status(f"shrinking the scenario of seed {bad[0]['seed']} …"):
+            shrunk, complete = fz.shrink_seed_finding(bad[0]["seed"], mutants, deadline)
+        if not shrunk.ok and shrunk.invariant == bad[0]["violations"][0]["invariant"]:
+            found[0] = shrunk.scenario
+            report["size"] = fz.size_of(shrunk.scenario)
+            report["limits"]["shrink_stopped_by"] = "done" if complete else "budget"
+        report["seconds"] = time.monotonic() - start
     paths = _write_run_dir(out_dir, force, report, found, "cutcheck-fuzz-")
     for v, path in zip(bad[:5], paths, strict=False):
         out.print(f"seed {v['seed']}: {v['violations'][0]['invariant']}: {v['violations'][0]['detail']}",

@@ -247,6 +247,17 @@ def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dic
     return result
 
 
+def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> tuple[Verdict, bool]:
+    """The scenario of a failing seed, shrunk until ``deadline`` (monotonic) by ``reference.fuzzing.shrink``;
+    whether shrinking finished. The seed's own scenario when it does not fail here (another process's
+    verdict that this one cannot reproduce is reported as it was)."""
+    found = run_scenario(scenario_of_seed(seed, mutants))
+    if found.ok or found.refused:
+        return found, True
+    shrunk = shrink_scenario(found, deadline)
+    return shrunk.verdict, shrunk.complete
+
+
 def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
     """Count one seed verdict (from this process, a worker or a Spark task) into ``result``."""
     result.coverage.merge(Coverage.from_json(v.pop("coverage", {})))

@@ -168,3 +168,19 @@ def test_spark_campaign_gives_the_in_process_verdicts() -> None:
     killed_spark = _spark_verdicts(seeds, ("no-output-state",), "local[2]")
     assert [v["ok"] for v in killed_spark] == [v["ok"] for v in killed_local]
     assert not all(v["ok"] for v in killed_spark)
+
+
+def test_seed_campaign_counterexamples_are_shrunk_and_replay(tmp_path: Path) -> None:
+    from cutcheck.cli import app
+
+    out, report_path = tmp_path / "seeds", tmp_path / "fuzz.json"
+    res = CliRunner().invoke(app, ["fuzz", "--seeds", "--examples", "3", "--mutant", "no-output-state", "--out",
+                                   str(out), "--json", str(report_path)])
+    assert res.exit_code == 1, res.output
+    report = json.loads(report_path.read_text())
+    bad = [v for v in report["verdicts"] if not v["ok"]]
+    assert bad and len(report["counterexamples"]) == min(5, len(bad))
+    assert report["size"]["vertices"] <= 4 and report["size"]["choices"] <= 40, report["size"]
+    for v, path in zip(bad, report["counterexamples"], strict=False):
+        assert f"replay: cutcheck simulate {path} --trace" in res.output
+        assert run_scenario(json.loads(Path(path).read_text())).invariant == v["violations"][0]["invariant"]
