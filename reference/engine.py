@@ -17,6 +17,7 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
+from cutcheck.reference.checks.coverage import Coverage, note_failure
 from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
     check_cut_of_checkpoint,
@@ -42,6 +43,7 @@ class Engine:
                  trace: bool = False, log_sink: Any = None, max_steps: int | None = None,
                  restore: CompletedCheckpoint | None = None):
         self.scenario = scenario
+        self.coverage = Coverage()  # what this run exercised (reference.checks.coverage); never logged
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
         self.rules = self.mutants.rules()  # the rules at every seam, a switched-on fault's where it replaces one
@@ -456,5 +458,6 @@ class Engine:
         """Region failover (the default) or global failover, from the latest completed checkpoint."""
         from cutcheck.reference.recovery.region_failover import failover
 
+        note_failure(self, target)
         failover(self, target, failure_index)
 

@@ -46,6 +46,7 @@ class RunResult:
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
+    coverage: Any = None  # the engine's reference.checks.coverage.Coverage (never written into the logs)
 
     @property
     def ok(self) -> bool:
@@ -179,7 +180,7 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
     ]
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,
                        engine.restore_reports, complete=not stopped,
-                       never_fired=never_fired(scenario, engine.fired_failures))
+                       never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage)
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:

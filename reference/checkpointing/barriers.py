@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
+from cutcheck.reference.checks.coverage import observe_handler_states
 from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
@@ -254,3 +255,6 @@ class TrackingBarriers(HandlerState):
 
     def _idle(self) -> HandlerState:
         return self if self.pending else WaitingForFirstBarrier()
+
+
+observe_handler_states(HandlerState)  # coverage: (state, event) of every dispatch, counted on engine.coverage

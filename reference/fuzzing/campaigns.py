@@ -1,15 +1,19 @@
-"""Fuzz campaigns: Hypothesis-driven (with shrinking) and seed-driven (distributable), and the mutation check.
+"""Fuzz campaigns: Hypothesis-driven (with shrinking) and seed-driven (distributable).
 
-A Hypothesis campaign draws a scenario through ``reference.fuzzing.generate`` and the engine's schedule
-through a recording chooser, so shrinking makes graphs smaller, failures fewer and schedules
-shorter; a failure is returned as a replayable scenario (its choices written into
-``schedule.choices``). A seed campaign maps integers to scenarios (``scenario_from_seed``) and is
-what a Spark cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
+A Hypothesis campaign draws a scenario through ``reference.fuzzing.generate`` and the engine's
+schedule through a recording chooser (how many choices it scripts and their seed are drawn too), so shrinking
+makes graphs smaller, failures fewer and schedules shorter; ``reference.fuzzing.shrink`` then cuts
+the scenario itself (records, choices, vertices). A finding is returned as a replayable scenario
+(its choices written into ``schedule.choices``). ``seconds`` bounds the whole campaign, shrinking
+included: the search may use the first ``SEARCH_SHARE`` of it, shrinking goes on to the end.
+
+A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed``) and is what a Spark
+cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
 """
 
 from __future__ import annotations
 
-import tempfile
+import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -19,74 +23,31 @@ from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
-from cutcheck.model.errors import CutcheckError, RestoreRefused
-from cutcheck.reference.faults.catalogue import MUTANTS
+from cutcheck.model.errors import CutcheckError
+from cutcheck.reference.checks.coverage import Coverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
+from cutcheck.reference.fuzzing.kill import KillResult, kill
+from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
+from cutcheck.reference.fuzzing.verdicts import (
+    FEATURE_CYCLE,
+    Verdict,
+    run_scenario,
+    scenario_of_seed,
+    verdict_of_seed,
+)
 from cutcheck.reference.runtime.scheduler import RecordingChooser
-from cutcheck.reference.scenario import Scenario
-from cutcheck.reference.simulate import simulate
 
-# How each mutant is hunted: generator settings that make its faulty rule matter.
-KILL_SETTINGS: dict[str, dict[str, Any]] = {
-    "no-output-state": {"modes": ("unaligned",)},
-    "process-after-barrier": {"modes": ("unaligned",)},
-    "partial-input-state": {"modes": ("unaligned",)},
-    "early-checkpoint-in-recovery": {"modes": ("unaligned",)},
-    "committer-drops-late": {"modes": ("aligned", "unaligned")},
-    "skip-stateless-reassignment": {"modes": ("unaligned",), "rescale": "always"},
-    "no-rescale-filter": {"modes": ("unaligned",), "rescale": "always"},
-    "discard-on-abort": {"modes": ("aligned",), "storage": True},
-}
+__all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
+           "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
 
-
-# The generator settings of KILL_SETTINGS that scenario_dict understands.
-KILL_GEN: dict[str, dict[str, Any]] = {
-    m: {k: v for k, v in opts.items() if k in ("modes", "rescale", "storage")} for m, opts in KILL_SETTINGS.items()
-}
+SEARCH_SHARE = 0.8  # of a --seconds budget; the rest is kept for shrinking a finding
+SHRINK_SECONDS = 60.0  # shrinking budget of a campaign bounded by examples only
+CHOICE_BUDGET = 300  # most scheduler choices a Hypothesis example scripts
 
 
 @dataclass(slots=True)
-class Verdict:
-    ok: bool
-    refused: bool
-    violations: list[dict[str, str]]
-    scenario: dict[str, Any]
-    seed: int | None = None
-    restarts: int = 0  # failures that fired (the job recovered this often)
-    rescaled: bool = False  # some restore changed the parallelism
-
-    def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "violations": self.violations}
-
-
-def run_scenario(sdict: dict[str, Any], chooser: Any = None) -> Verdict:
-    """Run one scenario; a restore Flink refuses is a 'refused' verdict, not a failure.
-
-    A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
-    """
-    with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
-        checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
-        try:
-            result = simulate(Scenario.from_json(sdict), chooser=chooser, checkpoint_dir=checkpoint_dir)
-        except RestoreRefused as exc:
-            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict)
-    return Verdict(result.ok, False, result.violations, sdict, restarts=result.restarts,
-                   rescaled=any(r.get("rescaled") for r in result.restores))
-
-
-def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The verdict of the scenario a seed names, as a JSON-able dict (a Spark task's whole work)."""
-    sdict = scenario_from_seed(seed, mutants=mutants, **(gen or {}))
-    try:
-        v = run_scenario(sdict)
-    except CutcheckError as exc:  # an invalid generated scenario is a bug in the generator
-        return {"seed": seed, "ok": False, "refused": False, "violations": [{"invariant": "GENERATOR", "detail": str(exc)}]}
-    return v.to_json() | {"seed": seed}
-
-
-@dataclass(slots=True)
-class Coverage:
-    """What the scenarios of a campaign exercised (shrinking runs are not counted)."""
+class ScenarioMix:
+    """What kinds of scenarios a campaign ran (shrinking runs are not counted)."""
 
     modes: dict[str, int] = field(default_factory=dict)
     with_failures: int = 0  # scenarios that scheduled a failure
@@ -120,11 +81,139 @@ class CampaignResult:
     seconds: float = 0.0
     failure: Verdict | None = None  # the shrunk counterexample, if any
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # seed campaigns only
-    covered: Coverage = field(default_factory=Coverage)  # Hypothesis campaigns
+    covered: ScenarioMix = field(default_factory=ScenarioMix)  # Hypothesis campaigns
+    coverage: Coverage = field(default_factory=Coverage)  # cells the campaign's runs reached
+    phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: search, shrink
+    limits: dict[str, Any] = field(default_factory=dict)  # the budget and what ended each phase
 
     @property
     def ok(self) -> bool:
         return self.failure is None and all(v["ok"] for v in self.verdicts)
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"scenarios_run": self.examples, "examples": self.examples, "refused": self.refused,
+                               "seconds": self.seconds, "covered": self.covered.to_json(),
+                               "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits}
+        if self.failure is not None:
+            out["violation"] = self.failure.violations[0]
+            out["size"] = size_of(self.failure.scenario)
+        return out
+
+
+def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mutants: Sequence[str] = (),
+                        seed: int = 0, choice_budget: int = CHOICE_BUDGET, shrink: bool = True,
+                        gen: dict[str, Any] | None = None, shrink_seconds: float = SHRINK_SECONDS,
+                        progress: Callable[[int], None] | None = None) -> CampaignResult:
+    """Search for a finding; stop at the first one (shrunk), after ``examples`` or ``seconds``.
+
+    Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
+    time budget can stop the search between batches (and within one: late examples are skipped).
+    Without ``gen`` each example's generator settings come from ``FEATURE_CYCLE`` (drawn, so they
+    shrink towards plain scenarios).
+    """
+    if examples < 1:
+        raise CutcheckError(f"examples {examples}: a campaign needs at least one scenario.")
+    if seconds is not None and not seconds > 0:
+        raise CutcheckError(f"seconds {seconds}: a time budget must be more than 0 seconds.")
+    result = CampaignResult()
+    start = time.monotonic()
+    end = start + seconds if seconds is not None else None
+    search_end = start + SEARCH_SHARE * seconds if seconds is not None else None
+    result.limits = {"seconds": seconds, "examples": examples, "search_until": None if seconds is None
+                     else round(SEARCH_SHARE * seconds, 3), "search_stopped_by": "examples"}
+    search = _Search(tuple(mutants), gen, choice_budget, result, progress, search_end,
+                     (lambda: end) if end is not None else (lambda: time.monotonic() + shrink_seconds))
+    batch = 0
+    while result.examples < examples and search.found is None:
+        if search_end is not None and time.monotonic() >= search_end:
+            result.limits["search_stopped_by"] = "budget"
+            break
+        search.run_batch(min(20, examples - result.examples), seed * 1_000_003 + batch, shrink=shrink)
+        batch += 1
+    found_at = search.found_at or time.monotonic()
+    result.phases["search"] = found_at - start
+    if search.found is not None:
+        result.limits["search_stopped_by"] = "finding"
+        result.phases["hypothesis_shrink"] = time.monotonic() - found_at
+    if search.found is not None and shrink:
+        t = time.monotonic()
+        shrunk = shrink_scenario(search.found, search.shrink_end)
+        search.found = shrunk.verdict
+        result.phases["scenario_shrink"] = time.monotonic() - t
+        result.limits["shrink_until"] = round(search.shrink_end - start, 3)
+        result.limits["shrink_stopped_by"] = "done" if shrunk.complete and not search.hypothesis_cut else "budget"
+        result.limits["shrink_runs"] = search.shrink_runs + shrunk.runs
+    result.failure = search.found
+    result.seconds = time.monotonic() - start
+    return result
+
+
+class _Search:
+    """One Hypothesis property over the generator. At the first finding the search turns into
+    shrinking (Hypothesis's own, in the same run), which stops at the deadline ``shrink_end``."""
+
+    def __init__(self, mutants: tuple[str, ...], gen: dict[str, Any] | None, choice_budget: int,
+                 result: CampaignResult, progress: Callable[[int], None] | None, search_end: float | None,
+                 shrink_deadline: Callable[[], float]):
+        self.mutants, self.gen, self.choice_budget = mutants, gen, choice_budget
+        self.result, self.progress, self.search_end = result, progress, search_end
+        self.shrink_deadline = shrink_deadline
+        self.found: Verdict | None = None
+        self.found_at: float | None = None
+        self.shrink_end = 0.0
+        self.hypothesis_cut = False  # the deadline stopped Hypothesis's shrinking
+        self.shrink_runs = 0
+
+    def example(self, data: Any) -> None:
+        shrinking = self.found is not None
+        if shrinking and time.monotonic() >= self.shrink_end:
+            self.hypothesis_cut = True
+            return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
+        if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
+            return  # the rest of this batch is past the search budget
+        gen = self.gen if self.gen is not None else FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
+        sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
+        # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
+        # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
+        # runs overrun its choice buffer, which it then reported as inconsistent data generation.
+        budget = data.draw(st.integers(0, self.choice_budget))
+        rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"])
+        verdict = run_scenario(sdict, chooser)
+        if shrinking:
+            self.shrink_runs += 1
+        else:
+            r = self.result
+            r.examples += 1
+            r.refused += verdict.refused
+            r.covered.add(sdict, verdict)
+            r.coverage.merge(verdict.coverage)
+            if self.progress is not None:
+                self.progress(1)
+        if verdict.ok or (self.found is not None and verdict.invariant != self.found.invariant):
+            return  # while shrinking, only the same finding counts
+        sdict["schedule"]["choices"] = list(chooser.choices)
+        if self.found is None:
+            self.found_at = time.monotonic()
+            self.shrink_end = self.shrink_deadline()
+        self.found = verdict  # the last failing example Hypothesis runs is its smallest so far
+        raise AssertionError(verdict.violations)
+
+    def run_batch(self, size: int, batch_seed: int, *, shrink: bool) -> None:
+        phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
+
+        @settings(max_examples=size, deadline=None, database=None, verbosity=Verbosity.quiet, phases=phases,
+                  suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
+        @hypothesis_seed(batch_seed)
+        @given(st.data())
+        def prop(data: Any) -> None:
+            self.example(data)
+
+        try:
+            prop()
+        except Exception:  # noqa: BLE001 - AssertionError, or Hypothesis's Flaky when the deadline cut shrinking
+            if self.found is None:
+                raise
 
 
 class _HypothesisDraw:
@@ -137,121 +226,41 @@ class _HypothesisDraw:
         return self.data.draw(st.integers(lo, hi))
 
 
-def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mutants: Sequence[str] = (),
-                        seed: int = 0, choice_budget: int = 300, shrink: bool = True,
-                        gen: dict[str, Any] | None = None,
-                        progress: Callable[[int], None] | None = None) -> CampaignResult:
-    """Search for a violating scenario; stop at the first (shrunk) one, after ``examples`` or ``seconds``.
-
-    Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
-    time budget can stop the campaign between batches.
-    """
-    if examples < 1:
-        raise CutcheckError(f"examples {examples}: a campaign needs at least one scenario.")
-    if seconds is not None and not seconds > 0:
-        raise CutcheckError(f"seconds {seconds}: a time budget must be more than 0 seconds.")
-    result = CampaignResult()
-    start = time.monotonic()
-    batch = 0
-    while result.examples < examples and result.failure is None:
-        if seconds is not None and time.monotonic() - start > seconds:
-            break
-        size = min(20, examples - result.examples)
-        result.failure = _search_batch(size, seed * 1_000_003 + batch, tuple(mutants), dict(gen or {}),
-                                       choice_budget, shrink, result, progress)
-        batch += 1
-    result.seconds = time.monotonic() - start
-    return result
-
-
-def _search_batch(size: int, batch_seed: int, mutants: tuple[str, ...], gen: dict[str, Any], choice_budget: int,
-                  shrink: bool, result: CampaignResult, progress: Callable[[int], None] | None) -> Verdict | None:
-    state: dict[str, Any] = {"last": None, "shrinking": False}
-
-    @settings(max_examples=size, deadline=None, database=None, verbosity=Verbosity.quiet,
-              phases=[Phase.generate, Phase.shrink] if shrink else [Phase.generate],
-              suppress_health_check=list(HealthCheck), report_multiple_bugs=False)
-    @hypothesis_seed(batch_seed)
-    @given(st.data())
-    def prop(data: Any) -> None:
-        sdict = scenario_dict(_HypothesisDraw(data), mutants=mutants, **gen)
-        chooser = RecordingChooser(lambda n: data.draw(st.integers(0, n - 1)), choice_budget, sdict["seed"])
-        verdict = run_scenario(sdict, chooser)
-        if not state["shrinking"]:
-            result.examples += 1
-            result.refused += verdict.refused
-            result.covered.add(sdict, verdict)
-            if progress is not None:
-                progress(1)
-        if not verdict.ok:
-            # The last failing example Hypothesis runs is the shrunk one; keep it with its schedule.
-            sdict["schedule"]["choices"] = list(chooser.choices)
-            state["last"] = verdict
-            state["shrinking"] = True
-            raise AssertionError(verdict.violations)
-
-    try:
-        prop()
-    except AssertionError:
-        return state["last"]
-    return None
-
-
 def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
                   progress: Callable[[int], None] | None = None, stop_at_first: bool = False,
                   seconds: float | None = None) -> CampaignResult:
     """The verdict of each seed in order; ``seconds`` stops the campaign between two seeds."""
     result = CampaignResult()
     start = time.monotonic()
+    result.limits = {"seconds": seconds, "examples": len(seeds), "search_stopped_by": "examples"}
     for s in seeds:
         if seconds is not None and time.monotonic() - start > seconds:
+            result.limits["search_stopped_by"] = "budget"
             break
-        v = verdict_of_seed(s, mutants, gen)
-        result.verdicts.append(v)
-        result.examples += 1
-        result.refused += v["refused"]
+        add_seed_verdict(result, verdict_of_seed(s, mutants, gen))
         if progress is not None:
             progress(1)
-        if stop_at_first and not v["ok"]:
+        if stop_at_first and not result.verdicts[-1]["ok"]:
+            result.limits["search_stopped_by"] = "finding"
             break
-    result.seconds = time.monotonic() - start
+    result.seconds = result.phases["search"] = time.monotonic() - start
     return result
 
 
-@dataclass(slots=True)
-class KillResult:
-    mutant: str
-    killed: bool
-    seconds: float
-    examples: int
-    violation: str = ""
-    seed: int | None = None
+def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> tuple[Verdict, bool]:
+    """The scenario of a failing seed, shrunk until ``deadline`` (monotonic) by ``reference.fuzzing.shrink``;
+    whether shrinking finished. The seed's own scenario when it does not fail here (another process's
+    verdict that this one cannot reproduce is reported as it was)."""
+    found = run_scenario(scenario_of_seed(seed, mutants))
+    if found.ok or found.refused:
+        return found, True
+    shrunk = shrink_scenario(found, deadline)
+    return shrunk.verdict, shrunk.complete
 
 
-def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed: int = 0,
-         extra_gen: dict[str, Any] | None = None) -> KillResult:
-    """Seed campaign with the mutant switched on until the engine's checks find a violation."""
-    if mutant not in MUTANTS:
-        raise CutcheckError(f"unknown mutant {mutant!r}; known: {', '.join(MUTANTS)}.")
-    gen = dict(KILL_GEN.get(mutant, {}))
-    gen.update(extra_gen or {})
-    start = time.monotonic()
-    n = 0
-    for s in range(first_seed, first_seed + max_seeds):
-        if time.monotonic() - start > seconds:
-            break
-        v = verdict_of_seed(s, (mutant,), gen)
-        n += 1
-        if any(x["invariant"] == "GENERATOR" for x in v["violations"]):
-            raise CutcheckError(f"seed {s} generated an invalid scenario: {v['violations'][0]['detail']}")
-        if not v["ok"]:
-            # A kill counts only if the same scenario passes without the mutant; otherwise the
-            # campaign found a fault of the engine (or generator) itself, which is worse news.
-            clean = verdict_of_seed(s, (), gen)
-            if not clean["ok"]:
-                raise CutcheckError(f"hunting {mutant}: seed {s} fails without the mutant too "
-                                    f"({clean['violations'][0]['invariant']}: {clean['violations'][0]['detail']}), "
-                                    f"an engine fault; its scenario is reference.fuzzing.generate.scenario_from_seed({s}, **{gen!r}).")
-            detail = v["violations"][0]["invariant"] if v["violations"] else "EXACTLY_ONCE"
-            return KillResult(mutant, True, time.monotonic() - start, n, detail, s)
-    return KillResult(mutant, False, time.monotonic() - start, n)
+def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
+    """Count one seed verdict (from this process, a worker or a Spark task) into ``result``."""
+    result.coverage.merge(Coverage.from_json(v.pop("coverage", {})))
+    result.verdicts.append(v)
+    result.examples += 1
+    result.refused += v["refused"]

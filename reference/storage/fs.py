@@ -38,6 +38,7 @@ from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.checks.coverage import note
 from cutcheck.reference.faults.seams import Rules, seam
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
@@ -141,6 +142,7 @@ class FsCheckpointStorage:
     def bind(self, engine: Any) -> None:
         """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
         self.rules = engine.rules
+        self.coverage = getattr(engine, "coverage", None)  # storage transitions count there (checks.coverage)
         pending = engine.coordinator.pending
         self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
 
@@ -157,6 +159,7 @@ class FsCheckpointStorage:
         p.tasks[snapshot.sid] = self._write_task(snapshot, p)
         if p.kind == "checkpoint":
             for key in sorted(set(p.shared) - known):  # on acknowledgement, whatever happens next (facts §5.4)
+                note(self, "storage", "reuse" if key in self.registry.entries else "register")
                 if self.registry.register(key, p.shared[key], p.cp) != p.shared[key]:
                     raise ValueError(f"the registry holds another file for {key}")  # _piece reuses what it can
 
@@ -172,6 +175,8 @@ class FsCheckpointStorage:
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
         self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
+        if savepoint:
+            note(self, "storage", "savepoint")
         if not savepoint:
             self._no_sharing = False  # the first completed checkpoint after a no_claim restore ends NO_SHARING
         subsumed = self._subsume(retained)
@@ -183,6 +188,7 @@ class FsCheckpointStorage:
         p = self.pending.pop(cp, None)
         if p is None:
             return
+        note(self, "storage", "abort-discard")
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
         for path in p.exclusive:
@@ -308,6 +314,7 @@ class FsCheckpointStorage:
                 break
             self.held.remove(victim)
             subsumed.append(victim.cp)
+            note(self, "storage", "subsume")
             if victim.owned:
                 self._discard(victim)
         return subsumed
@@ -325,6 +332,7 @@ class FsCheckpointStorage:
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
         for path in self.registry.unregister_unused(min(ids)):
+            note(self, "storage", "shared-delete")
             self.files.delete(path)
 
     def _prune(self, directory: str) -> None:

@@ -1,4 +1,4 @@
-"""Scenarios that fuzzing found to break the engine, kept as they were found (tests/reference/regressions)."""
+"""Scenarios that fuzzing found to break the engine, frozen as JSON as they were found (tests/reference/regressions)."""
 
 from __future__ import annotations
 
@@ -6,10 +6,13 @@ import contextlib
 import json
 from pathlib import Path
 
+import pytest
+
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import make_engine
 from cutcheck.reference.checks.tracing import validate_run
+from cutcheck.reference.fuzzing.verdicts import run_scenario
 
 HERE = Path(__file__).resolve().parent / "regressions"
 
@@ -38,21 +41,25 @@ def test_stale_priority_barrier_keeps_the_newer_checkpoint_persisting() -> None:
     assert validate_run([*engine.trace_archive, engine.traces]) == []
 
 
-def test_seeds_that_starved_or_deadlocked_now_finish_clean() -> None:
-    """On-disk storage seeds whose expiring checkpoints flooded the job with stale barriers (19, 60,
-    75, 85, 236: LIVENESS at 200 000 steps, when the slow vertex was also slow at handling
-    barriers), and seed 577, a forced-aligned join under backpressure that only expiry ends; with
-    Flink's default tolerance of no failed checkpoint each such expiry fails the job over, and it
-    still finishes (checkpoints complete between the stalls)."""
-    from cutcheck.reference.fuzzing.campaigns import verdict_of_seed
-    from cutcheck.reference.fuzzing.generate import scenario_from_seed
+@pytest.mark.parametrize("seed", [19, 60, 75, 85, 236])
+def test_storage_scenarios_that_starved_now_finish_clean(seed: int) -> None:
+    """On-disk storage scenarios (once scenario_from_seed(seed, storage=True), frozen here as JSON so a
+    new generator cannot change them) whose expiring checkpoints flooded the job with stale barriers:
+    LIVENESS at 200 000 steps, when the slow vertex was also slow at handling barriers. They run as a
+    fuzz verdict does: traced, traces validated, on-disk storage in a fresh directory."""
+    raw = json.loads((HERE / f"starved-storage-seed-{seed}.json").read_text())
+    assert "storage" in raw and raw["checkpoint"]["tolerable_failed"] > 0
+    v = run_scenario(raw)
+    assert v.ok, v.violations
 
-    for seed in (19, 60, 75, 85, 236):
-        v = verdict_of_seed(seed, (), {"storage": True})
-        assert v["ok"], (seed, v["violations"])
-    v = verdict_of_seed(577, (), {})
-    assert v["ok"], v["violations"]
-    raw = scenario_from_seed(577)
+
+def test_forced_aligned_join_fails_over_on_each_expiry_and_finishes() -> None:
+    """Once scenario_from_seed(577): a forced-aligned join under backpressure that only expiry ends;
+    with Flink's default tolerance of no failed checkpoint each such expiry fails the job over, and
+    it still finishes (checkpoints complete between the stalls)."""
+    raw = json.loads((HERE / "forced-aligned-join-seed-577.json").read_text())
+    v = run_scenario(raw)
+    assert v.ok, v.violations
     result = simulate(Scenario.from_json(raw))
     expired = [c for c in result.checkpoints if c.get("reason", "").startswith("expired")]
     assert expired, "577 should need an expiry"

@@ -178,7 +178,7 @@ def test_verify_names_what_each_check_asserted_and_reports_values(work: Path, mo
         ProofResult("cut-unaligned", "proved", "unbounded", 0.1),
         ProofResult("cut-unaligned[no-output-state]", "counterexample", "4", 0.1, expected="counterexample")])
     monkeypatch.setattr(fz, "hypothesis_campaign", lambda **kw: fz.CampaignResult(
-        examples=3, seconds=0.5, covered=fz.Coverage(modes={"aligned": 2, "unaligned": 1}, with_failures=2, restarted=2)))
+        examples=3, seconds=0.5, covered=fz.ScenarioMix(modes={"aligned": 2, "unaligned": 1}, with_failures=2, restarted=2)))
     monkeypatch.setattr(fz, "kill", lambda m, **kw: fz.KillResult(m, True, 0.1, 2, "CUT", 4))
     monkeypatch.setattr(spark_validation, "validate", lambda **kw: SimpleNamespace(
         ok=True, lost=0, duplicated=0, phantom=0, count_gaps=0, to_dict=lambda: {"ok": True, "lost": 0}))

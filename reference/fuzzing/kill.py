@@ -1,0 +1,59 @@
+"""The mutation check: a seed campaign with one mutant switched on, until some check finds it.
+
+No mutant gets generator hints: every mutant is hunted by the same campaign (``FEATURE_CYCLE``
+interleaves the cheap features), as a mutant nobody has catalogued yet would be by ``cutcheck fuzz``.
+A kill counts only when the same scenario passes without the mutant; when it fails without the
+mutant too, the campaign found a fault of the engine (or the generator) itself, which is reported
+as a finding with its scenario, not as a kill.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cutcheck.model.errors import CutcheckError
+from cutcheck.reference.faults.catalogue import MUTANTS
+from cutcheck.reference.fuzzing.verdicts import scenario_of_seed, verdict_of_seed
+
+
+@dataclass(slots=True)
+class KillResult:
+    mutant: str
+    killed: bool
+    seconds: float
+    examples: int
+    violation: str = ""
+    seed: int | None = None
+    # A scenario that fails WITHOUT the mutant: an engine finding (its first violation and scenario).
+    engine_finding: dict[str, str] | None = None
+    scenario: dict[str, Any] | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mutant": self.mutant, "found": self.killed, "seconds": self.seconds, "scenarios_run": self.examples,
+                "violation": self.violation, "seed": self.seed, "engine_finding": self.engine_finding}
+
+
+def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed: int = 0,
+         extra_gen: dict[str, Any] | None = None) -> KillResult:
+    """Seeds ``first_seed``, ``first_seed + 1``, … with the mutant on, until a verdict fails, ``seconds``
+    pass or ``max_seeds`` ran. ``extra_gen``: fixed generator settings instead of the feature cycle."""
+    if mutant not in MUTANTS:
+        raise CutcheckError(f"unknown mutant {mutant!r}; known: {', '.join(MUTANTS)}.")
+    start = time.monotonic()
+    n = 0
+    for s in range(first_seed, first_seed + max_seeds):
+        if time.monotonic() - start > seconds:
+            break
+        v = verdict_of_seed(s, (mutant,), extra_gen)
+        n += 1
+        if v["ok"]:
+            continue
+        clean = verdict_of_seed(s, (), extra_gen)
+        if not clean["ok"]:
+            return KillResult(mutant, False, time.monotonic() - start, n, "", s, clean["violations"][0],
+                              scenario_of_seed(s, (), extra_gen))
+        return KillResult(mutant, True, time.monotonic() - start, n, v["violations"][0]["invariant"], s,
+                          scenario=scenario_of_seed(s, (mutant,), extra_gen))
+    return KillResult(mutant, False, time.monotonic() - start, n)

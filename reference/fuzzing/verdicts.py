@@ -1,0 +1,120 @@
+"""The verdict of one fuzz scenario: the engine's checks, trace validation, and any exception a finding.
+
+Every fuzz and kill verdict runs the engine with channel tracing and replays the traces through
+the protocol's rule table (``checks.tracing``): a trace the protocol rejects is a ``TRACE``
+violation even when the engine's own checks passed. An exception the engine raises (an internal
+assertion, a KeyError, ...) is an ``ENGINE_FAULT`` finding, shrunk and written like any violation;
+only a restore Flink itself refuses is a legitimate ending (``refused``).
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.reference.checks.coverage import Coverage, note_refusal, note_restores, validate_traces
+from cutcheck.reference.fuzzing.generate import scenario_from_seed
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.simulate import simulate
+
+ENGINE_FAULT = "ENGINE_FAULT"  # the engine raised an exception
+GENERATOR = "GENERATOR"  # the generator made a scenario the engine rejects as invalid
+TRACE = "TRACE"  # a channel trace the protocol rejects
+
+# The generator settings a campaign cycles through, one per scenario, the same for every mutant (no
+# per-mutant hints): small jobs mostly (a fault shows in a small job as well, and they run several
+# times faster), each with one feature turned up: on-disk incremental storage (shared files, aborts,
+# subsumption), forced rescales, one checkpoint mode; now and then a job of the full default size.
+SMALL = {"max_records": 40, "max_parallelism": 3}
+FEATURE_CYCLE: tuple[dict[str, Any], ...] = (
+    SMALL,
+    {"storage": True, "max_records": 60},
+    {"rescale": "always", **SMALL},
+    {"modes": ("unaligned",), **SMALL},
+    {"rescale": "always", "modes": ("unaligned",), **SMALL},
+    {"modes": ("aligned",), "storage": True, **SMALL},
+    {"rescale": "always", "max_records": 80},
+    {"modes": ("aligned_timeout",), **SMALL},
+    {},
+)
+
+
+def features_of_seed(seed: int) -> dict[str, Any]:
+    return dict(FEATURE_CYCLE[seed % len(FEATURE_CYCLE)])
+
+
+def scenario_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The scenario a seed campaign runs for ``seed``: the generator's, with ``gen`` or else the
+    seed's place in ``FEATURE_CYCLE`` choosing its settings."""
+    return scenario_from_seed(seed, mutants=mutants, **(features_of_seed(seed) if gen is None else gen))
+
+
+@dataclass(slots=True)
+class Verdict:
+    ok: bool
+    refused: bool
+    violations: list[dict[str, str]]
+    scenario: dict[str, Any]
+    seed: int | None = None
+    restarts: int = 0  # failures that fired (the job recovered this often)
+    rescaled: bool = False  # some restore changed the parallelism
+    coverage: Coverage = field(default_factory=Coverage)
+
+    @property
+    def invariant(self) -> str:
+        """The name of the first finding ("" when there is none)."""
+        return self.violations[0]["invariant"] if self.violations and not self.ok else ""
+
+    def to_json(self) -> dict[str, Any]:
+        return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "violations": self.violations}
+
+
+def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = True) -> Verdict:
+    """Run one scenario; a restore Flink refuses is a 'refused' verdict, any other exception a finding.
+
+    A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
+    """
+    cov = Coverage()
+    with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
+        checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
+        try:
+            scenario = Scenario.from_json(sdict)
+        except CutcheckError as exc:
+            return _finding(sdict, GENERATOR, f"the scenario is invalid: {exc}")
+        try:
+            result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace)
+        except RestoreRefused as exc:
+            note_refusal(cov, str(exc))
+            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict, coverage=cov)
+        except Exception as exc:  # noqa: BLE001 - whatever the engine raises is what the campaign must report
+            return _finding(sdict, ENGINE_FAULT, f"{type(exc).__name__}: {exc}")
+    cov.merge(result.coverage)
+    note_restores(cov, result.restores)
+    violations = list(result.violations)
+    if trace:
+        for f in validate_traces(result.traces, cov):
+            edge, producer, consumer = f.key
+            violations.append({"invariant": TRACE, "detail": f"channel edge {edge} {producer}->{consumer}, event "
+                               f"{f.index} {list(f.event)}: {f.reason} ({f.kind})"})
+    return Verdict(not violations and result.exactly_once.ok, False, violations, sdict, restarts=result.restarts,
+                   rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
+
+
+def _finding(sdict: dict[str, Any], invariant: str, detail: str) -> Verdict:
+    return Verdict(False, False, [{"invariant": invariant, "detail": detail}], sdict)
+
+
+def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
+                    trace: bool = True) -> dict[str, Any]:
+    """The verdict of the scenario a seed names (``scenario_of_seed``), as a JSON-able dict (a Spark
+    task's whole work), with the run's coverage (``Coverage.to_json``'s ``reached`` hits)."""
+    try:
+        sdict = scenario_of_seed(seed, mutants, gen)
+    except Exception as exc:  # noqa: BLE001 - a generator that crashes is a finding too
+        return {"seed": seed, "ok": False, "refused": False,
+                "violations": [{"invariant": GENERATOR, "detail": f"{type(exc).__name__}: {exc}"}], "coverage": {}}
+    v = run_scenario(sdict, trace=trace)
+    return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]}}
