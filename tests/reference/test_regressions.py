@@ -40,19 +40,19 @@ def test_stale_priority_barrier_keeps_the_newer_checkpoint_persisting() -> None:
 
 def test_seeds_that_starved_or_deadlocked_now_finish_clean() -> None:
     """On-disk storage seeds whose expiring checkpoints flooded the job with stale barriers (19, 60,
-    75, 85, 236: LIVENESS at 200 000 steps, when the slow vertex was also slow at handling
-    barriers), and seed 577, a forced-aligned join under backpressure that only expiry ends; with
-    Flink's default tolerance of no failed checkpoint each such expiry fails the job over, and it
-    still finishes (checkpoints complete between the stalls)."""
-    from cutcheck.reference.fuzzing.campaigns import verdict_of_seed
-    from cutcheck.reference.fuzzing.generate import scenario_from_seed
+    75, 85, 236 of the generator as it was then, with ``storage=True``: LIVENESS at 200 000 steps,
+    when the slow vertex was also slow at handling barriers), and seed 577, a forced-aligned join
+    under backpressure that only expiry ends; with Flink's default tolerance of no failed checkpoint
+    each such expiry fails the job over, and it still finishes (checkpoints complete between the
+    stalls). The scenarios are frozen as the generator drew them, since the generator has changed."""
+    from cutcheck.reference.fuzzing.campaigns import run_scenario
 
-    for seed in (19, 60, 75, 85, 236):
-        v = verdict_of_seed(seed, (), {"storage": True})
-        assert v["ok"], (seed, v["violations"])
-    v = verdict_of_seed(577, (), {})
-    assert v["ok"], v["violations"]
-    raw = scenario_from_seed(577)
+    starved = json.loads((HERE / "storage-expiry-starvation.json").read_text())
+    for seed, raw in starved.items():
+        v = run_scenario(raw)  # on-disk storage in a temporary directory, as the campaign ran it
+        assert v.ok, (seed, v.violations)
+    raw = json.loads((HERE / "forced-aligned-join-expiry.json").read_text())
+    assert run_scenario(raw).ok
     result = simulate(Scenario.from_json(raw))
     expired = [c for c in result.checkpoints if c.get("reason", "").startswith("expired")]
     assert expired, "577 should need an expiry"
