@@ -13,14 +13,13 @@ from __future__ import annotations
 from collections.abc import Collection, Sequence
 from typing import Any
 
-from cutcheck.reference.fuzzing.swarm import Draw, Feature, chance, choice, draw_mask
+from cutcheck.reference.fuzzing.swarm import DEFAULT_MAX_PARALLELISM, Draw, Feature, chance, choice, draw_mask
 
 # Partitioners grouped by the downstream SubtaskStateMapper they imply; one gate may only mix
 # partitioners of one family. "forward" is allowed only between equal parallelisms.
 SINGLE_GATE_FAMILIES = (("forward", "rescale", "broadcast"), ("rebalance", "shuffle"), ("global",), ("custom",))
 ANY_INPUT = ("rebalance", "forward", "hash", "shuffle", "rescale", "global", "custom", "broadcast")
 MIDDLE_KINDS = ("map", "keyed_count", "filter", "union", "co_map", "broadcast_state")
-DEFAULT_MAX_PARALLELISM = 128  # what every generated job without the MAX_PARALLELISM feature says
 # Partitioners whose in-flight data Flink cannot map to a new parallelism (SubtaskStateMapper
 # UNSUPPORTED for pointwise and broadcast edges; custom: facts §2.4, §3.7).
 UNMAPPABLE = ("forward", "rescale", "broadcast", "custom")
@@ -138,10 +137,13 @@ class _GraphBuilder:
     def small_max_parallelism(self, graph: dict[str, Any]) -> None:
         """Key groups that do not divide evenly: the job's max parallelism just above its widest
         vertex, or an odd count (7, 10, 129), and now and then one vertex with its own, equal to or
-        one above its parallelism."""
+        one above its parallelism; or none, for Flink's default."""
         widest = max(self.par.values())
         options = sorted({widest, widest + 1, widest + 2, 7, 10, 129} - set(range(widest)))
-        graph["max_parallelism"] = choice(self.d, options)
+        if chance(self.d, 4):
+            del graph["max_parallelism"]  # Flink's default: derived from each vertex's parallelism
+        else:
+            graph["max_parallelism"] = choice(self.d, options)
         if chance(self.d, 2):
             v = choice(self.d, self.vertices)
             v["max_parallelism"] = v["parallelism"] + self.d.integer(0, 1)

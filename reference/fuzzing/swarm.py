@@ -116,6 +116,7 @@ def draw_mask(d: Draw, on: Iterable[Feature] = (), off: Iterable[Feature] = ()) 
 
 
 _UNSUPPORTED_MAPPING = ("forward", "rescale", "broadcast", "custom")
+DEFAULT_MAX_PARALLELISM = 128  # what every generated job without the MAX_PARALLELISM feature says
 
 
 def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
@@ -135,7 +136,7 @@ def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
     pairs = [(e["from"], e["to"]) for e in graph["edges"]]
     if len(set(pairs)) < len(pairs):
         out.add(Feature.MULTI_EDGE)
-    if "max_parallelism" in graph and graph["max_parallelism"] != 128 or any("max_parallelism" in v for v in graph["vertices"]):
+    if graph.get("max_parallelism") != DEFAULT_MAX_PARALLELISM or any("max_parallelism" in v for v in graph["vertices"]):
         out.add(Feature.MAX_PARALLELISM)
     if any(v["kind"] == "source" and v.get("records", 0) == 0 for v in graph["vertices"]):
         out.add(Feature.EMPTY_SOURCE)
