@@ -85,8 +85,10 @@ def rescales(d: Draw, graph: dict[str, Any], failures: list[dict[str, Any]], mas
         if i > 0 and not chance(d, 2):
             break
         moves: dict[str, int] = {}
-        for _ in range(d.integer(1, min(3, len(groups)))):
-            group = choice(d, groups)
+        # With REFUSABLE_RESCALE the first group moved touches an unmappable edge, when there is one.
+        fixed = [g for g in groups if not set(g) <= movable] if Feature.REFUSABLE_RESCALE in mask else []
+        for k in range(d.integer(1, min(3, len(groups)))):
+            group = choice(d, fixed if k == 0 and fixed else groups)
             limit = min(min(job.max_parallelism(v) for v in group), shape.max_parallelism)
             now = current[group[0]]
             p = choice(d, [q for q in range(1, limit + 1) if q != now] or [now])

@@ -61,22 +61,26 @@ class _GraphBuilder:
                      keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
         for i in range(d.integer(0, max_middle)):
-            kind = choice(d, kinds)
+            # Without multi-edges a vertex needs as many producers as it has inputs.
+            fits = [k for k in kinds if Feature.MULTI_EDGE in self.mask or _INPUTS[k][0] <= len(self.producers())]
+            kind = choice(d, fits)
             low, high = _INPUTS[kind]
-            inputs = [choice(d, self.producers()) for _ in range(d.integer(low, high))]
+            inputs = self.inputs(d.integer(low, high))
             if Feature.MULTI_EDGE in self.mask and len(inputs) < 3 and chance(d, 2):
                 inputs.append(inputs[0])  # the same pair joined twice
             vid = f"{kind}{i}"
             extra = {"drop_every": d.integer(1, 6)} if kind == "filter" else {}
             self.add(vid, kind, self.parallelism_near(inputs), **extra)
             self.connect(vid, kind, inputs)
-        sink_inputs = [choice(d, self.producers()) for _ in range(d.integer(1, 2))]
+        sink_inputs = self.inputs(d.integer(1, 2))
         self.add("sink", "sink", self.parallelism_near(sink_inputs), delivery=self.delivery())
         self.connect("sink", "sink", sink_inputs)
         fed = {e["from"] for e in self.edges}
         for vid in [v for v in self.par if self.kind_of[v] != "sink" and v not in fed]:
             self.add(f"{vid}_out", "sink", self.par[vid], delivery=self.delivery())
             self.connect(f"{vid}_out", "sink", [vid])
+        if self.blocking and all(e["exchange"] == "pipelined" for e in self.edges):
+            choice(d, self.edges)["exchange"] = "blocking"  # BLOCKING on makes a batch job
         graph: dict[str, Any] = {"name": "generated", "max_parallelism": DEFAULT_MAX_PARALLELISM,
                                  "vertices": self.vertices, "edges": self.edges}
         if Feature.MAX_PARALLELISM in self.mask:
@@ -89,6 +93,17 @@ class _GraphBuilder:
 
     def producers(self) -> list[str]:
         return [v for v in self.par if self.kind_of[v] != "sink"]
+
+    def inputs(self, n: int) -> list[str]:
+        """``n`` producers; distinct ones unless multi-edges are on (then fewer when there are not n)."""
+        if Feature.MULTI_EDGE in self.mask:
+            return [choice(self.d, self.producers()) for _ in range(n)]
+        out: list[str] = []
+        for _ in range(n):
+            left = [v for v in self.producers() if v not in out]
+            if left:
+                out.append(choice(self.d, left))
+        return out
 
     def parallelism_near(self, inputs: list[str]) -> int:
         # Often the first input's, so that forward edges can occur.
