@@ -35,9 +35,10 @@ _INPUTS = {"map": (1, 2), "filter": (1, 2), "keyed_count": (1, 2), "union": (1, 
 def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
                blocking: bool = False, mask: Collection[Feature] | None = None) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict, using the graph features of ``mask`` (drawn from ``d``
-    when None). ``blocking=False`` keeps every exchange pipelined whatever the mask says."""
+    when None, then without at-least-once sinks, which only a caller asking for them gets).
+    ``blocking=False`` keeps every exchange pipelined whatever the mask says."""
     if mask is None:
-        mask = draw_mask(d)
+        mask = draw_mask(d, off=(Feature.AT_LEAST_ONCE_SINK,))
     return _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask).build(max_middle)
 
 
