@@ -149,7 +149,7 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         ck["retained"] = d.integer(2, 3)
     tolerant = Feature.EXPIRY in mask
     if tolerant:
-        ck["checkpoint_timeout"] = _expiry(d, interval, channels, transit)
+        ck["checkpoint_timeout"], ck["interval"] = _expiry(d, interval, channels, transit)
         # Drawn expiries are there to abort checkpoints and leave their barriers travelling; under
         # Flink's default tolerance each would fail the job over, and a job whose checkpoints take
         # longer than the timeout would restart forever (as in Flink). Such jobs tolerate failed
@@ -166,19 +166,27 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
     return ck, tolerant
 
 
-def _expiry(d: Draw, interval: int, channels: int, transit: int) -> int:
-    """A checkpoint timeout near the barrier transit time, so that checkpoints expire while their
-    barriers still travel (the stale-priority-barrier regression needed 8 steps per channel), and
-    never below 8 steps per channel.
+def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, int]:
+    """A checkpoint timeout near the time checkpoints take, so that some expire while their barriers
+    still travel (the stale-priority-barrier regression needed 8 steps per channel), and the interval.
 
     One step is one action anywhere in the job, so a barrier needs on the order of a step per
-    channel to cross the job. Checkpoints that expire faster than that leave the barriers of aborted
-    checkpoints queued faster than they drain, and the job starves (a Flink job handles such an
-    event in microseconds, far below any checkpoint timeout, so this would be the model's artefact).
+    channel to cross the job; the checkpoints of generated jobs took 1 to 8 steps per channel (half
+    of them under 3). Checkpoints that expire faster than their barriers drain, triggered again at
+    once, pile up stale barriers and starve the job (a Flink job handles such an event in
+    microseconds, far below any checkpoint timeout, so this would be the model's artefact): 4 steps
+    per channel with a short interval took a 57-channel job 253 000 steps. So a timeout below 8
+    steps per channel comes with an interval that leaves the barriers of an expired checkpoint
+    2 steps per channel to drain before the next trigger (over 300 seeds no run starved).
     """
     floor = 8 * channels
-    near = d.integer(floor, max(floor, 3 * transit, 2 * floor))
-    return max(floor, near if d.integer(0, 2) else d.integer(2 * interval, 8 * interval))
+    band = d.integer(0, 2)
+    if band == 0:  # below the slower checkpoints' time: those expire
+        timeout = d.integer(channels, 4 * channels)
+        return timeout, max(interval, timeout + 2 * channels)
+    if band == 1:  # near the transit time under backpressure
+        return d.integer(floor, max(2 * floor, 3 * transit)), interval
+    return max(floor, d.integer(2 * interval, 8 * interval)), interval
 
 
 def _debloat(d: Draw, buffer_bytes: int) -> dict[str, Any]:
