@@ -186,7 +186,8 @@ def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, i
         return timeout, max(interval, timeout + 2 * channels)
     if band == 1:  # near the transit time under backpressure
         return d.integer(floor, max(2 * floor, 3 * transit)), interval
-    return max(floor, d.integer(2 * interval, 8 * interval)), interval
+    # Kept under the timeout every other generated job has, which is no expiry feature.
+    return min(GENERATED_CHECKPOINT_TIMEOUT - 1, max(floor, d.integer(2 * interval, 8 * interval))), interval
 
 
 def _debloat(d: Draw, buffer_bytes: int) -> dict[str, Any]:
