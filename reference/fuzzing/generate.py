@@ -161,7 +161,7 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         # all. Some cannot: where an unaligned stage feeds a forced-aligned join that also waits on
         # the stage's own (forced-aligned) producer, only expiry ends the checkpoint, in Flink as
         # in the engine; with Flink's default tolerance of none, that expiry fails the job over
-        # (tests/reference/regressions/forced-aligned-join-expiry.json).
+        # (tests/reference/regressions/seeds/forced-aligned-join-expiry.json).
         ck["checkpoint_timeout"] = GENERATED_CHECKPOINT_TIMEOUT
     return ck, tolerant
 

@@ -44,14 +44,15 @@ def test_seeds_that_starved_or_deadlocked_now_finish_clean() -> None:
     when the slow vertex was also slow at handling barriers), and seed 577, a forced-aligned join
     under backpressure that only expiry ends; with Flink's default tolerance of no failed checkpoint
     each such expiry fails the job over, and it still finishes (checkpoints complete between the
-    stalls). The scenarios are frozen as the generator drew them, since the generator has changed."""
+    stalls). The scenarios are frozen as the generator drew them, since the generator has changed
+    (in regressions/seeds/, outside the fingerprint table of tests/test_fingerprints.py)."""
     from cutcheck.reference.fuzzing.campaigns import run_scenario
 
-    starved = json.loads((HERE / "storage-expiry-starvation.json").read_text())
+    starved = json.loads((HERE / "seeds" / "storage-expiry-starvation.json").read_text())
     for seed, raw in starved.items():
         v = run_scenario(raw)  # on-disk storage in a temporary directory, as the campaign ran it
         assert v.ok, (seed, v.violations)
-    raw = json.loads((HERE / "forced-aligned-join-expiry.json").read_text())
+    raw = json.loads((HERE / "seeds" / "forced-aligned-join-expiry.json").read_text())
     assert run_scenario(raw).ok
     result = simulate(Scenario.from_json(raw))
     expired = [c for c in result.checkpoints if c.get("reason", "").startswith("expired")]
