@@ -1,210 +1,244 @@
-"""Random scenarios (job graph, checkpointing, network, schedule, failures, rescales) from one generator.
+"""Random scenarios from one generator, for the tests and the campaigns (docs/scenarios.md).
 
 The generator draws through a ``Draw`` (``integer(lo, hi)``), so the same code serves two drivers:
-Hypothesis (``reference.fuzzing.campaigns.scenarios()``, whose draws shrink towards small graphs, few failures
-and short schedules) and a seed (``scenario_from_seed``, for campaigns distributed as Spark tasks,
-where each task only needs an integer). Every graph it makes is valid by construction.
+Hypothesis (``tests/strategies.py`` and ``reference.fuzzing.campaigns``, whose draws shrink towards
+small graphs, few failures and short schedules) and a seed (``scenario_from_seed``, for campaigns
+distributed as Spark tasks, where each task only needs an integer).
+
+Each scenario first draws a swarm mask (``reference.fuzzing.swarm``): every feature of the engine is
+on in about half the scenarios, and a feature that is off takes its plain default. The graph comes
+from ``generate_graph``, failures, rescales and savepoints from ``generate_faults``; this module
+draws the checkpointing, network and schedule sections and the step budget.
 """
 
 from __future__ import annotations
 
-import random
-from collections.abc import Sequence
-from typing import Any, Protocol, TypeVar
+from collections.abc import Collection, Sequence
+from typing import Any
 
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
+from cutcheck.reference.fuzzing import generate_faults as faults
+from cutcheck.reference.fuzzing.generate_graph import (
+    ANY_INPUT,
+    MIDDLE_KINDS,
+    SINGLE_GATE_FAMILIES,
+    graph_dict,
+    rescalable,
+)
+from cutcheck.reference.fuzzing.swarm import Draw, Feature, SeedDraw, chance, choice, draw_mask, features_of
 
-T = TypeVar("T")
+__all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES", "SINGLE_GATE_FAMILIES",
+           "UNLIMITED_TOLERABLE_FAILURES", "Draw", "Feature", "SeedDraw", "choice", "features_of", "graph_dict",
+           "scenario_dict", "scenario_from_seed", "step_budget"]
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
 UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1  # Flink's CheckpointFailureManager.UNLIMITED_TOLERABLE_FAILURE_NUMBER
-SINGLE_GATE_FAMILIES = (("forward", "rescale", "broadcast"), ("rebalance", "shuffle"), ("global",), ("custom",))
-ANY_INPUT = ("rebalance", "forward", "hash", "shuffle", "rescale", "global", "custom", "broadcast")
-MIDDLE_KINDS = ("map", "keyed_count", "filter", "union", "co_map", "broadcast_state")
+RECORD_BYTES = 64
+# storage=True: what the discard-on-abort hunt needs (shared files reused across checkpoints, aborts).
+STORAGE_FEATURES = (Feature.STORAGE, Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.EXPIRY, Feature.RETAINED)
 
 
-class Draw(Protocol):
-    def integer(self, lo: int, hi: int) -> int:
-        """An integer in [lo, hi]; drivers that shrink prefer lo."""
-        ...
-
-
-class SeedDraw:
-    __slots__ = ("_rng",)
-
-    def __init__(self, seed: int):
-        self._rng = random.Random(seed)
-
-    def integer(self, lo: int, hi: int) -> int:
-        return self._rng.randint(lo, hi)
-
-
-def choice(d: Draw, options: Sequence[T]) -> T:
-    return options[d.integer(0, len(options) - 1)]
-
-
-def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
-               blocking: bool = False) -> dict[str, Any]:
-    """A valid, streaming-friendly job graph: every non-sink vertex feeds something."""
-    vertices: list[dict[str, Any]] = []
-    edges: list[dict[str, Any]] = []
-    par: dict[str, int] = {}
-    kind_of: dict[str, str] = {}
-
-    def add(vid: str, kind: str, p: int, **extra: Any) -> None:
-        vertices.append({"id": vid, "kind": kind, "parallelism": p, **extra})
-        par[vid], kind_of[vid] = p, kind
-
-    def exchange() -> str:
-        return "blocking" if blocking and d.integer(0, 3) == 0 else "pipelined"
-
-    def partitioner(options: Sequence[str], src: str, dst_p: int) -> str:
-        allowed = [p for p in options if p != "forward" or par[src] == dst_p]
-        return choice(d, allowed)
-
-    for i in range(d.integer(1, 2)):
-        add(f"src{i}", "source", d.integer(1, max_parallelism), records=d.integer(max_records // 4, max_records),
-            keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
-
-    def producers() -> list[str]:
-        return [v for v in par if kind_of[v] != "sink"]
-
-    def connect(vid: str, kind: str, inputs: list[str]) -> None:
-        dst_p = par[vid]
-        if kind == "keyed_count":
-            for g, src in enumerate(inputs):
-                edges.append({"from": src, "to": vid, "partitioner": "hash", "exchange": exchange(), "gate": g})
-        elif kind == "broadcast_state":
-            data = ("hash", "rebalance", "forward", "shuffle", "rescale", "global")
-            edges.append({"from": inputs[0], "to": vid, "partitioner": partitioner(data, inputs[0], dst_p),
-                          "exchange": exchange(), "gate": 0})
-            edges.append({"from": inputs[1], "to": vid, "partitioner": "broadcast", "exchange": exchange(), "gate": 1})
-        elif kind == "co_map":
-            options = [p for p in ANY_INPUT if p != "hash"]
-            for g, src in enumerate(inputs):
-                edges.append({"from": src, "to": vid, "partitioner": partitioner(options, src, dst_p),
-                              "exchange": exchange(), "gate": g})
-        else:
-            family = choice(d, SINGLE_GATE_FAMILIES)
-            for src in inputs:
-                edges.append({"from": src, "to": vid, "partitioner": partitioner(family, src, dst_p),
-                              "exchange": exchange(), "gate": 0})
-
-    n_inputs = {"map": 1, "filter": 1, "keyed_count": 2, "union": 3, "co_map": 3, "broadcast_state": 2}
-    for i in range(d.integer(0, max_middle)):
-        kind = choice(d, MIDDLE_KINDS)
-        low = 2 if kind in ("co_map", "broadcast_state") else 1
-        inputs = [choice(d, producers()) for _ in range(d.integer(low, max(low, n_inputs[kind])))]
-        vid = f"{kind}{i}"
-        p = par[inputs[0]] if d.integer(0, 1) == 0 else d.integer(1, max_parallelism)
-        add(vid, kind, p, **({"drop_every": d.integer(2, 6)} if kind == "filter" else {}))
-        connect(vid, kind, inputs)
-    sink_inputs = [choice(d, producers()) for _ in range(d.integer(1, 2))]
-    add("sink", "sink", d.integer(1, max_parallelism), delivery="exactly_once")
-    connect("sink", "sink", sink_inputs)
-    fed = {e["from"] for e in edges}
-    for vid in [v for v in par if kind_of[v] != "sink" and v not in fed]:
-        add(f"{vid}_out", "sink", par[vid], delivery="exactly_once")
-        connect(f"{vid}_out", "sink", [vid])
-    return {"name": "generated", "max_parallelism": 128, "vertices": vertices, "edges": edges}
+def _rescalable(graph: dict[str, Any]) -> list[str]:
+    """Kept for flink_bridge.conform: see generate_graph.rescalable."""
+    return rescalable(graph)
 
 
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
-                  storage: bool = False) -> dict[str, Any]:
-    """A scenario over a generated graph; failures hit while in-flight data is likely non-empty.
+                  storage: bool | None = None, batch: bool | None = None,
+                  on: Collection[Feature] = (), off: Collection[Feature] = ()) -> dict[str, Any]:
+    """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
-    ``rescale``: False never rescales, True sometimes does, "always" makes at least one failure and
-    rescales on it whenever the graph has a vertex Flink would rescale (for hunting rescale bugs).
+    ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
+    failure and rescales on it whenever the graph has a vertex Flink would rescale (for hunting
+    rescale bugs). ``storage``: True forces on-disk incremental checkpoints that expire now and then
+    (STORAGE_FEATURES), False keeps checkpoints in memory, None leaves it to the mask. ``batch``
+    likewise for blocking exchanges; None allows them only without ``mutants`` (a batch job takes no
+    checkpoints, so no protocol mutant can show in it). ``on``/``off`` force further features.
     """
-    always = rescale == "always"
-    graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records)
-    mode = choice(d, modes)
-    interval = d.integer(5, 60)
-    ck: dict[str, Any] = {"mode": mode, "interval": interval}
-    if mode == "aligned_timeout":
-        ck["timeout"] = d.integer(0, interval)
-    if mode == "aligned":
-        ck["max_concurrent"] = d.integer(1, 3)
-    record_bytes = 64
-    network = {"buffer_bytes": record_bytes * d.integer(1, 8), "record_bytes": record_bytes,
-               "exclusive": d.integer(1, 3), "floating": d.integer(1, 4)}
-    ids = [v["id"] for v in graph["vertices"]]
-    schedule: dict[str, Any] = {"policy": "uniform"}
-    if d.integer(0, 2) > 0:
-        schedule = {"policy": "backpressure", "slow": choice(d, ids), "slowdown": d.integer(2, 40)}
-    failures = []
-    for _ in range(d.integer(1 if always else 0, 2)):
-        target = choice(d, ids)
-        if d.integer(0, 1) == 0:
-            failures.append({"after_checkpoint": d.integer(1, 4), "delay": d.integer(0, 20), "target": f"{target}[0]"})
-        else:
-            failures.append({"at_step": d.integer(1, 600), "target": f"{target}[0]"})
-    rescales = []
-    if rescale and failures:
-        movable = _rescalable(graph)
-        if movable and (always or d.integer(0, 1)):
-            vid = choice(d, movable)
-            rescales.append({"on_failure": d.integer(0, len(failures) - 1), "parallelism": {vid: d.integer(1, max_parallelism)}})
-    out = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
-           "schedule": schedule, "failures": failures, "rescales": rescales, "mutants": list(mutants),
-           "max_steps": 1_000 * max_records}  # 200 000 at the default size; bigger jobs need longer
-    expiring = storage
-    if not storage and d.integer(0, 3) == 3:
-        # Now and then checkpoints that expire (drawn last, so every other draw of a seed is kept):
-        # the barriers of an aborted checkpoint still travel, and must not disturb the next one.
-        ck["checkpoint_timeout"] = _expiry(d, interval, graph)
-        expiring = True
-    # Every generated job has a checkpoint timeout, as every Flink job has (10 minutes by default),
-    # far above what a checkpoint of these small jobs needs when it can complete at all. Some cannot:
-    # where an unaligned stage feeds a forced-aligned join that also waits on the unaligned stage's
-    # own (forced-aligned) producer, the join's alignment blocks the stage, the stage backpressures
-    # the producer, and the producer cannot reach its barrier. Flink ends such a checkpoint only by
-    # expiry, and so does the engine (a scenario's default timeout, 1,000,000 steps, outlasts the run);
-    # with Flink's default tolerance of no failed checkpoint, that expiry fails the job over.
-    ck.setdefault("checkpoint_timeout", GENERATED_CHECKPOINT_TIMEOUT)
+    force_on, force_off = set(on), set(off)
+    if rescale is False:
+        force_off.add(Feature.RESCALE)
+    elif rescale == "always":
+        force_on |= {Feature.FAILURE, Feature.RESCALE}
+        force_off |= {Feature.REFUSABLE_RESCALE, Feature.BLOCKING}
     if storage:
-        # On-disk incremental checkpoints, several retained, and checkpoints that expire or are
-        # subsumed now and then, so shared files are reused across checkpoints and aborts happen.
-        ck["incremental"] = True
-        ck["retained"] = d.integer(1, 3)
-        ck["checkpoint_timeout"] = _expiry(d, interval, graph)
-        # Nothing inlined into _metadata, so keyed state lands in shared files that checkpoints reuse.
-        out["storage"] = {"incremental": True, "inline_threshold": 0}  # the directory: whoever runs it
-    if expiring:
-        # Drawn expiries are there to abort checkpoints and leave their barriers travelling; under
-        # the default tolerance each would fail the job over, and a job whose checkpoints take longer
-        # than the timeout would restart forever (as in Flink). Such jobs tolerate failed checkpoints,
-        # as a Flink user would configure them; the others keep Flink's default, 0.
-        ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
+        force_on |= set(STORAGE_FEATURES)
+        force_off.add(Feature.BLOCKING)
+    elif storage is False:
+        force_off.add(Feature.STORAGE)
+    if Feature.AT_LEAST_ONCE_SINK not in force_on:
+        # An at-least-once sink duplicates records after a failure, as in Flink, and the exactly-once
+        # verdict counts every sink: such scenarios are controls, asked for by name only.
+        force_off.add(Feature.AT_LEAST_ONCE_SINK)
+    if batch is False or (batch is None and mutants):
+        force_off.add(Feature.BLOCKING)
+    elif batch:
+        force_on.add(Feature.BLOCKING)
+    mask = draw_mask(d, force_on, force_off)
+    if Feature.RESCALE in mask and Feature.FAILURE not in force_off:
+        mask |= {Feature.FAILURE}  # a rescale happens on a failure: without one it would be no feature
+    if mask & {Feature.BLOCKING, Feature.DEBLOAT}:
+        # The batch engine's and the debloater's per-step work cost up to ten times a plain step.
+        max_records //= 2
+    graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records, blocking=True, mask=mask)
+    is_batch = any(e["exchange"] == "blocking" for e in graph["edges"])
+    channels = len(ExecutionGraph(JobGraph.from_json(graph)).channels)
+    ids = [v["id"] for v in graph["vertices"]]
+
+    network: dict[str, Any] = {"buffer_bytes": RECORD_BYTES * d.integer(1, 8), "record_bytes": RECORD_BYTES,
+                               "exclusive": d.integer(1, 3), "floating": d.integer(1, 4)}
+    if Feature.OUTPUT_POOL in mask:
+        # Flink's minimum for a pipelined result partition is one buffer per subpartition plus one.
+        network["output_pool"] = max_parallelism + d.integer(1, 4)
+    schedule: dict[str, Any] = {"policy": "uniform"}
+    if Feature.BACKPRESSURE in mask:
+        schedule = {"policy": "backpressure", "slow": choice(d, ids), "slowdown": d.integer(2, 40)}
+    if Feature.RECORDS_PER_ACTION in mask:
+        schedule["records_per_action"] = d.integer(1, 16)
+    debloat = _debloat(d, network["buffer_bytes"]) if Feature.DEBLOAT in mask else None
+
+    work = _work(graph, network, schedule, debloat)
+    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work)
+    shape = faults.RunShape(is_batch, max(50, work), max_parallelism)
+    failures, workers = faults.failures(d, graph, mask, shape)
+    rescales = faults.rescales(d, graph, failures, mask, shape, always=rescale == "always")
+    out: dict[str, Any] = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
+                           "schedule": schedule, "failures": failures, "rescales": rescales,
+                           "mutants": list(mutants)}
+    savepoints = faults.savepoints(d, mask, shape)
+    if savepoints:
+        out["savepoints"] = savepoints
+    if workers is not None:
+        out["workers"] = workers
+    if debloat is not None:
+        out["debloat"] = debloat
+    if Feature.FULL_FAILOVER in mask:
+        if is_batch:
+            out["batch"] = {"failover_strategy": "full"}
+        else:
+            out["failover_strategy"] = "full"
+    if Feature.STORAGE in mask and not is_batch:
+        out["storage"] = _storage(d, mask, ck)
+    out["max_steps"] = step_budget(work, failures, ck, tolerant)
     return out
 
 
-def _expiry(d: Draw, interval: int, graph: dict[str, Any]) -> int:
-    """A checkpoint timeout of 2-8 intervals, and at least 8 steps per channel of the job.
+def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
+                   schedule: dict[str, Any], work: int) -> tuple[dict[str, Any], bool]:
+    """The checkpoint section, and whether it tolerates failed checkpoints."""
+    if Feature.STORAGE in mask:
+        # A checkpoint on disk costs milliseconds: a few dozen per run, not hundreds.
+        interval = d.integer(max(10, work // 10), max(60, work // 3))
+    else:
+        interval = d.integer(5, 60)
+    ck: dict[str, Any] = {"mode": mode, "interval": interval}
+    # Steps a barrier takes to align across the job: about one per channel, times the slow vertex's
+    # slowdown when it must pass it.
+    transit = max(2, channels) * (1 if schedule.get("slow") is None else max(1, schedule["slowdown"] // 4))
+    if mode == "aligned_timeout":
+        # Before the typical alignment (mostly unaligned), during it, or after it (mostly aligned).
+        band = d.integer(0, 3)
+        ck["timeout"] = (0, d.integer(1, transit), d.integer(transit, 4 * transit),
+                         d.integer(4 * transit, 4 * transit + interval))[band]
+    if mode == "aligned" and Feature.CONCURRENT in mask:
+        ck["max_concurrent"] = d.integer(2, 3)
+    if Feature.RETAINED in mask:
+        ck["retained"] = d.integer(2, 3)
+    tolerant = Feature.EXPIRY in mask
+    if tolerant:
+        ck["checkpoint_timeout"], ck["interval"] = _expiry(d, interval, channels, transit)
+        # Drawn expiries are there to abort checkpoints and leave their barriers travelling; under
+        # Flink's default tolerance each would fail the job over, and a job whose checkpoints take
+        # longer than the timeout would restart forever (as in Flink). Such jobs tolerate failed
+        # checkpoints, as a Flink user would configure them.
+        ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
+    else:
+        # Every generated job has a checkpoint timeout, as every Flink job has (10 minutes by
+        # default), far above what a checkpoint of these small jobs needs when it can complete at
+        # all. Some cannot: where an unaligned stage feeds a forced-aligned join that also waits on
+        # the stage's own (forced-aligned) producer, only expiry ends the checkpoint, in Flink as
+        # in the engine; with Flink's default tolerance of none, that expiry fails the job over
+        # (tests/reference/regressions/seeds/forced-aligned-join-expiry.json).
+        ck["checkpoint_timeout"] = GENERATED_CHECKPOINT_TIMEOUT
+    return ck, tolerant
+
+
+def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, int]:
+    """A checkpoint timeout near the time checkpoints take, so that some expire while their barriers
+    still travel (the stale-priority-barrier regression needed 8 steps per channel), and the interval.
 
     One step is one action anywhere in the job, so a barrier needs on the order of a step per
-    channel to cross the job. Checkpoints that expire faster than that leave the barriers of aborted
-    checkpoints queued faster than they drain, and the job starves (a Flink job handles such an
-    event in microseconds, far below any checkpoint timeout, so this would be the model's artefact).
-    Four steps per channel was not enough: a 57-channel job with broadcast edges then expired 3 310
-    checkpoints and took 253 000 steps (storage seed 1254 at parallelism 5); with eight, 30 600.
+    channel to cross the job; the checkpoints of generated jobs took 1 to 8 steps per channel (half
+    of them under 3). Checkpoints that expire faster than their barriers drain, triggered again at
+    once, pile up stale barriers and starve the job (a Flink job handles such an event in
+    microseconds, far below any checkpoint timeout, so this would be the model's artefact): 4 steps
+    per channel with a short interval took a 57-channel job 253 000 steps. So a timeout below 8
+    steps per channel comes with an interval that leaves the barriers of an expired checkpoint
+    2 steps per channel to drain before the next trigger (over 300 seeds no run starved).
     """
-    channels = len(ExecutionGraph(JobGraph.from_json(graph)).channels)
-    return max(d.integer(2 * interval, 8 * interval), 8 * channels)
+    floor = 8 * channels
+    band = d.integer(0, 2)
+    if band == 0:  # below the slower checkpoints' time: those expire
+        timeout = d.integer(channels, 4 * channels)
+        return timeout, max(interval, timeout + 2 * channels)
+    if band == 1:  # near the transit time under backpressure
+        return d.integer(floor, max(2 * floor, 3 * transit)), interval
+    # Kept under the timeout every other generated job has, which is no expiry feature.
+    return min(GENERATED_CHECKPOINT_TIMEOUT - 1, max(floor, d.integer(2 * interval, 8 * interval))), interval
 
 
-def _rescalable(graph: dict[str, Any]) -> list[str]:
-    """Vertices whose rescale Flink accepts even with channel state: no pointwise or broadcast edge
-    touches them, and no custom partitioner (facts §2.4, §3.7)."""
-    fixed = set()
-    for e in graph["edges"]:
-        if e["partitioner"] in ("forward", "rescale", "broadcast", "custom"):
-            fixed |= {e["from"], e["to"]}
-    return [v["id"] for v in graph["vertices"] if v["id"] not in fixed]
+def _debloat(d: Draw, buffer_bytes: int) -> dict[str, Any]:
+    """Debloating with times short enough to act within a small job's run."""
+    return {"enabled": True, "target": d.integer(5, 200), "period": d.integer(5, 50), "samples": d.integer(1, 20),
+            "threshold": d.integer(0, 50),
+            # At least a quarter of a buffer: one-record buffers make every record an action of its own.
+            "min_buffer": RECORD_BYTES * d.integer(max(1, buffer_bytes // RECORD_BYTES // 4), buffer_bytes // RECORD_BYTES)}
 
 
-def scenario_from_seed(seed: int, **kwargs: Any) -> dict[str, Any]:
-    return scenario_dict(SeedDraw(seed), **kwargs)
+def _storage(d: Draw, mask: Collection[Feature], ck: dict[str, Any]) -> dict[str, Any]:
+    """On-disk checkpoints; the directory is whoever runs the scenario's (campaigns: a temporary one)."""
+    incremental = Feature.INCREMENTAL in mask
+    ck["incremental"] = incremental
+    sec: dict[str, Any] = {"incremental": incremental}
+    if Feature.INLINE_ZERO in mask:
+        sec["inline_threshold"] = 0  # nothing inlined: keyed state lands in shared files checkpoints reuse
+    elif chance(d, 2):
+        sec["inline_threshold"] = RECORD_BYTES * d.integer(1, 16)
+    sec["restore_mode"] = "claim" if Feature.CLAIM in mask else "no_claim"
+    return sec
+
+
+def _work(graph: dict[str, Any], network: dict[str, Any], schedule: dict[str, Any],
+          debloat: dict[str, Any] | None) -> int:
+    """Steps a clean run needs, about: each buffer crosses each edge in a few actions, and the slow
+    vertex's share is paid ``slowdown`` times over."""
+    size = min(network["buffer_bytes"], debloat["min_buffer"]) if debloat else network["buffer_bytes"]
+    per_buffer = max(1, size // RECORD_BYTES)
+    par = {v["id"]: v["parallelism"] for v in graph["vertices"]}
+    reach = {v["id"]: v.get("records", 0) for v in graph["vertices"]}
+    work = slow_work = 0
+    slow = schedule.get("slow")
+    for e in graph["edges"]:  # edges are listed producers first
+        records = reach[e["from"]] * (par[e["to"]] if e["partitioner"] == "broadcast" else 1)
+        reach[e["to"]] += records
+        buffers = 3 * (records // per_buffer + par[e["from"]] * par[e["to"]])
+        work += buffers
+        if slow in (e["from"], e["to"]):
+            slow_work += buffers
+    return work + slow_work * schedule.get("slowdown", 1)
+
+
+def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], tolerant: bool) -> int:
+    """``max_steps``: ten times the expected work of every restart, plus four checkpoint timeouts for
+    a job that tolerates no failed checkpoint (each expiry fails it over), so that LIVENESS fires on
+    a stuck job, not a slow one. Over 300 seeds a clean run used at most a fifth of its budget."""
+    restarts = 1 + len(failures)
+    expiries = 0 if tolerant else 4 * ck["checkpoint_timeout"]
+    return 10 * restarts * work + expiries + 5_000
+
+
+def scenario_from_seed(seed: int, mutants: Sequence[str] = (), **gen: Any) -> dict[str, Any]:
+    return scenario_dict(SeedDraw(seed), mutants=mutants, **gen)
