@@ -53,7 +53,7 @@ def _reader(name: str) -> Callable[[str], Any]:
     if name == "flink":
         from cutcheck.flink_bridge.checkpoints import any_referenced_files
     else:
-        from cutcheck.flink_bridge.metadata_reader import any_referenced_files
+        from cutcheck.reference.storage.flink_metadata import any_referenced_files
     return any_referenced_files
 
 

@@ -220,7 +220,7 @@ def _store_reader(store: Store, reader: Reader) -> Reader:
         if data is None:
             raise StorageError(f"{store.uri(directory)}: no {METADATA} object; give a chk-N of a completed checkpoint.")
         if data[:4] == bytes.fromhex("4960672d"):
-            from cutcheck.flink_bridge.metadata_reader import decode, refs_of
+            from cutcheck.reference.storage.flink_metadata import decode, refs_of
 
             refs = refs_of(decode(data, store.uri(path)), store.uri(directory), len(data))
             refs.files = {sc: sorted({store.internal(p) for p in ps}) for sc, ps in refs.files.items()}

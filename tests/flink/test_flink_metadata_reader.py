@@ -3,7 +3,7 @@
 Every checkpoint and savepoint the runs below leave (hashmap with channel state in files, RocksDB
 incremental, RocksDB incremental with file merging and the changelog state backend, canonical and
 native savepoints of each, plus the unaligned rescale run of test_flink_run) is read twice:
-by flink_bridge.metadata_reader (no JVM) and by Flink's loader through the gateway. Where the
+by reference.storage.flink_metadata (no JVM) and by Flink's loader through the gateway. Where the
 cutcheck JVM reader (flink_bridge.checkpoints) understands the checkpoint, both must give the same
 CheckpointRefs; where it refuses (changelog and file-merging handles), the comparison is against
 ``jvm_refs`` below, a walk of the same Java objects that also follows those handles.
@@ -26,10 +26,10 @@ import pytest
 
 from cutcheck.flink_bridge import RunOptions, runner
 from cutcheck.flink_bridge import env as flink_env
-from cutcheck.flink_bridge import metadata_reader as pure
 from cutcheck.flink_bridge.checkpoints import load_metadata
 from cutcheck.flink_bridge.checkpoints import referenced_files as flink_loader_refs
 from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage import flink_metadata as pure
 from cutcheck.reference.storage.meta import CheckpointRefs
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
 from tests.flink.test_flink_run import flink_run  # noqa: F401  (the rescale run, built once per session)
@@ -47,7 +47,7 @@ _CLASSES = {
     "empty_segment": "filemerging.EmptySegmentFileStateHandle", "segment": "filemerging.SegmentFileStateHandle",
     "stream": "StreamStateHandle",
 }
-# What the runs must exercise between them (names as metadata_reader.HANDLE_NAMES / CHANNEL_NAMES).
+# What the runs must exercise between them (names as flink_metadata.HANDLE_NAMES / CHANNEL_NAMES).
 EXPECTED_HANDLES = {"byte-stream", "file", "relative-file", "key-groups-v2", "savepoint-key-groups", "incremental-v2",
                     "operator", "merged-input-channel", "merged-result-subpartition", "changelog-v2",
                     "changelog-file-v2", "segment-file", "empty-segment-file", "file-merging-operator"}

@@ -20,7 +20,7 @@ from moto.core import DEFAULT_ACCOUNT_ID
 from moto.s3.models import s3_backends
 from moto.server import ThreadedMotoServer
 
-from cutcheck.flink_bridge import metadata_reader as mr
+from cutcheck.reference.storage import flink_metadata as mr
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": "us-east-1"}
 

@@ -1,4 +1,4 @@
-"""flink_bridge.metadata_reader without Java: real Flink 2.3 ``_metadata`` files kept in
+"""reference.storage.flink_metadata without Java: real Flink 2.3 ``_metadata`` files kept in
 tests/flink/data/metadata against what Flink's own loader said about them, and hand-built byte
 streams for the format versions and handle types those files do not have, for unknown versions
 and handle types, and for truncated input."""
@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from cutcheck.flink_bridge import metadata_reader as mr
-from cutcheck.flink_bridge.metadata_stream import java_utf
 from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage import flink_metadata as mr
+from cutcheck.reference.storage.flink_metadata_stream import java_utf
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "flink" / "data" / "metadata"
@@ -80,7 +80,7 @@ def test_imports_and_reads_without_pyflink() -> None:
         "        if name == 'pyflink' or name.startswith('pyflink.') or name == 'py4j' or name.startswith('py4j.'):\n"
         "            raise ImportError('blocked: ' + name)\n"
         "sys.meta_path.insert(0, Block())\n"
-        "from flink_bridge.metadata_reader import any_referenced_files\n"
+        "from cutcheck.reference.storage.flink_metadata import any_referenced_files\n"
         f"r = any_referenced_files({str(case)!r})\n"
         "assert r.id == 9 and len(r.files['shared']) == 12, r\n"
         "assert not [m for m in sys.modules if m.startswith(('pyflink', 'py4j'))]\n")

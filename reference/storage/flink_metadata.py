@@ -20,7 +20,8 @@ from __future__ import annotations
 import os
 import re
 
-from cutcheck.flink_bridge.metadata_format import (
+from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.flink_metadata_format import (
     BYTES,
     CHANGELOG,
     CHANGELOG_BYTES,
@@ -54,7 +55,6 @@ from cutcheck.flink_bridge.metadata_format import (
     decode,
     read_metadata,
 )
-from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.meta import CheckpointRefs
 
 # The format's names stay importable from here (storage inspection, tests, the Flink agreement tests).

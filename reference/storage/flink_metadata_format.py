@@ -19,7 +19,7 @@ a relocatable savepoint resolved against the directory read, key-group wrapped, 
 segment, empty segment). Master states are not walked (the JVM reader does not either).
 
 An unknown version or handle type is one StorageError sentence. Paths and scopes of the files
-found are ``flink_bridge.metadata_reader``'s.
+found are ``reference.storage.flink_metadata``'s.
 """
 
 from __future__ import annotations
@@ -27,8 +27,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from cutcheck.flink_bridge.metadata_stream import JavaInput
 from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.flink_metadata_stream import JavaInput
 
 METADATA = "_metadata"
 MAGIC = 0x4960672D
