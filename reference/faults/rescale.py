@@ -41,20 +41,6 @@ class ChannelStateByVertexPair(Fault):
         return next(e.key for e in graph.edges if (e.source, e.target) == (mine.source, mine.target))
 
 
-class PerGateMappingCollapsed(Fault):
-    """Every input gate of a task is remapped with the subtask mapping of its first gate's partitioner.
-
-    FLINK-22686: one subtask-state mapping was used for all input gates of a task although the gates
-    had different partitioners ("Incompatible subtask mappings while resuming from unaligned checkpoints").
-    """
-
-    name, seam, layer, key = "per-gate-mapping-collapsed", "downstream_mapper", Layer.RESCALE, "FLINK-22686"
-
-    def rule(self, correct: Any, edge: Any, graph: Any) -> Any:
-        first = min(graph.in_edges(edge.target), key=lambda e: (e.gate, e.key))
-        return correct(first, graph)
-
-
 class RescaleFilterWrongChannelCount(Fault):
     """The record filter of ambiguous channel state re-creates the partitioner over the old number of channels.
 

@@ -14,3 +14,30 @@ class DiscardOnAbort(Fault):
 
     def rule(self, correct: Any, shared: list[str]) -> list[str]:
         return shared
+
+
+class RegistryKeyWithoutContent(Fault):
+    """Shared files are registered by key group only, so new content is taken for the registered file of that key group.
+
+    FLINK-29095: after a TaskManager crash the backend re-uploaded new content under a reused file
+    name; the JobManager discarded it as a duplicate, and the checkpoint completed with the wrong file.
+    """
+
+    name, seam, layer, key = "registry-key-without-content", "registry_key", Layer.STORAGE, "FLINK-29095"
+
+    def rule(self, correct: Any, vertex: str, kg: int, digest: str) -> str:
+        return correct(vertex, kg, "")
+
+
+class RestoredSharedStateDiscarded(Fault):
+    """Subsumption deletes shared files of a checkpoint the job restored without claiming it.
+
+    FLINK-26985: shared state of a restored checkpoint was discarded "regardless of whether it was
+    created by this job"; the fix discards only files created after the highest unclaimed checkpoint.
+    """
+
+    name, seam, layer, key = ("restored-shared-state-discarded", "registry_may_discard", Layer.STORAGE,
+                              "FLINK-26985")
+
+    def rule(self, correct: Any, created_by: int, highest_not_claimed: int) -> bool:
+        return True

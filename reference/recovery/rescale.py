@@ -216,7 +216,7 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
         return False
     _refuse_if_flink_would(edge, report, done.cp)
     up = subtask_state_mapper(edge.partitioner, "upstream")
-    down = engine.rules.downstream_mapper(edge, engine.graph)
+    down = subtask_state_mapper(edge.partitioner, "downstream")
     new_producers = invert_mapping(assign_channel_state(up, uo, un), uo)
     new_consumers = invert_mapping(assign_channel_state(down, co, cn), co)
     ambiguous = frozenset(ambiguous_old_subtasks(down, co, cn))
@@ -257,13 +257,6 @@ def channel_state_edge(edge: int, graph: Any) -> int:
     """In-flight buffers are filed under the edge (intermediate data set) they travelled on, even when
     two edges join the same pair of vertices (facts §3)."""
     return edge
-
-
-@seam
-def downstream_mapper(edge: Edge, graph: Any) -> Any:
-    """Each input gate's channel state is mapped with the downstream SubtaskStateMapper of its own
-    edge's partitioner; a task's gates may differ (facts §3)."""
-    return subtask_state_mapper(edge.partitioner, "downstream")
 
 
 @seam

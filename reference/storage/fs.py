@@ -70,10 +70,11 @@ from cutcheck.reference.storage.meta import (
 from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 
 
+@seam
 def registry_key(vertex: str, kg: int, digest: str) -> str:
-    """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes."""
+    """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes, so
+    new content is never mistaken for a registered file of the same key group (facts §8.3)."""
     return f"{vertex}/{kg}/{digest}"
-
 
 
 @seam
@@ -123,6 +124,7 @@ class FsCheckpointStorage:
         self._kind_of: Callable[[int], str] = lambda cp: "checkpoint"
         self._no_sharing = False
         self.restored: CompletedCheckpoint | None = None
+        self.unclaimed: list[str] = []  # files of a checkpoint restored with no_claim: the user's, never deleted
         self.restore_mode = restore_mode or config.restore_mode
         target = load_restore_target(restore) if restore is not None else None
         self.job = config.job or default_job(target[1] if target else None, self.restore_mode)
@@ -215,7 +217,7 @@ class FsCheckpointStorage:
         for cp in sorted(self.pending):
             self.abort(cp)
         live = {f for h in self.held for f in h.files["shared"]}
-        for path in self.registry.discard_all_except(live):
+        for path in self.registry.discard_all_except(live, self.rules.registry_may_discard):
             self.files.delete(path)
         self._check_ref("when the job ended")
 
@@ -271,7 +273,7 @@ class FsCheckpointStorage:
         if p.no_sharing:
             return self._handle(value, p)
         digest = sha256(data)
-        key = registry_key(vertex, kg, digest)
+        key = self.rules.registry_key(vertex, kg, digest)
         path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
         p.shared[key] = path
         return {"file": self._stored_path(path, p, "shared"), "scope": "shared", "bytes": len(data), "sha256": digest}
@@ -322,7 +324,7 @@ class FsCheckpointStorage:
         # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
-        for path in self.registry.unregister_unused(min(ids)):
+        for path in self.registry.unregister_unused(min(ids), self.rules.registry_may_discard):
             self.files.delete(path)
 
     def _prune(self, directory: str) -> None:
@@ -330,7 +332,12 @@ class FsCheckpointStorage:
             self.files.rmdir_if_empty(directory)
 
     def _check_ref(self, when: str) -> None:
-        """REF, as the engine goes: every file of every retained checkpoint still exists."""
+        """REF, as the engine goes: every file of every retained checkpoint still exists, and so does
+        every file of a checkpoint restored with no_claim (the user may restore it again)."""
+        for path in self.unclaimed:
+            if not os.path.exists(path):
+                raise InvariantViolation("REF", f"{when}: {path} of checkpoint {self.restored.cp if self.restored else '?'}, "
+                                                "restored with no_claim, was deleted")
         for h in self.held:
             for path in [os.path.join(h.path, METADATA), *h.files["exclusive"], *h.files["shared"]]:
                 if not os.path.exists(path):
@@ -349,11 +356,14 @@ class FsCheckpointStorage:
         claim = self.restore_mode == "claim"
         for r in chain:
             # Unclaimed files are registered under their path: never matched, so never built upon.
-            keys = {path: registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if claim else {}
+            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if claim else {}
             self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=claim)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
                                   {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))
         self.held[-1].kind = done.kind
+        if not claim:
+            self.unclaimed = [os.path.join(chain[-1].path, METADATA), *chain[-1].files["exclusive"],
+                              *chain[-1].files["shared"]]
         self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
         self.restored = done
 

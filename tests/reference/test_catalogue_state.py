@@ -1,0 +1,103 @@
+"""The state-side faults of the catalogue (storage, sinks, rescale, key groups, batch): each is caught.
+
+Every case is a small frozen scenario on which the engine's checks are clean without the fault and
+report the named violation with it (reference/faults: storage, sinks, rescale, keygroups, batch).
+"""
+
+from __future__ import annotations
+
+import glob
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.faults.catalogue import MUTANTS
+from tests.reference.helpers import scenario
+
+FAIL = [{"after_checkpoint": 2, "delay": 0, "target": "count[0]"}]
+ON_DISK = {"storage": {"incremental": True, "inline_threshold": 0}}
+INCREMENTAL = {"mode": "aligned", "interval": 40, "incremental": True}
+
+TWO_HASH_EDGES = {  # two edges between one pair of vertices, one gate each
+    "name": "two-hash-edges", "max_parallelism": 128,
+    "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 800, "keys": 16, "splits": 2},
+                 {"id": "count", "kind": "keyed_count", "parallelism": 2},
+                 {"id": "sink", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}],
+    "edges": [{"from": "src", "to": "count", "partitioner": "hash", "gate": 0},
+              {"from": "src", "to": "count", "partitioner": "hash", "gate": 1},
+              {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+
+WIDE_SINK = {  # a committer at parallelism 3, downscaled to 1
+    "name": "wide-sink", "max_parallelism": 128,
+    "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 600, "keys": 16, "splits": 2},
+                 {"id": "count", "kind": "keyed_count", "parallelism": 2},
+                 {"id": "sink", "kind": "sink", "parallelism": 3, "delivery": "exactly_once"}],
+    "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+              {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+
+# fault -> (scenario, the invariant it breaks)
+CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "txn-id-pool-reuse": (scenario("keyed-pipeline.json", mode="aligned"), "EXACTLY_ONCE"),
+    "notify-commits-only-exact-checkpoint": (
+        scenario("keyed-pipeline.json", seed=15, mode="aligned", slow="map", max_steps=60_000,
+                 checkpoint={"mode": "aligned", "interval": 16, "max_concurrent": 2}), "LIVENESS"),
+    "committable-restamped-on-restore": (scenario("keyed-pipeline.json", mode="aligned", failures=FAIL), "COMMIT"),
+    "channel-state-by-vertex-pair": (
+        scenario(TWO_HASH_EDGES, slow="count", failures=FAIL, rescales=[{"on_failure": 0, "parallelism": {"count": 3}}]),
+        "ORDER"),
+    "rescale-filter-wrong-channel-count": (
+        scenario("keyed-pipeline.json", slow="count", failures=FAIL,
+                 rescales=[{"on_failure": 0, "parallelism": {"count": 3}}]), "OWNERSHIP"),
+    "sink-committables-lost-on-rescale": (
+        scenario(WIDE_SINK, mode="aligned", failures=FAIL, rescales=[{"on_failure": 0, "parallelism": {"sink": 1}}]),
+        "EXACTLY_ONCE"),
+    "registry-key-without-content": (
+        scenario("keyed-pipeline.json", mode="aligned", failures=FAIL, checkpoint=INCREMENTAL, **ON_DISK), "REF"),
+}
+
+
+def _run(sdict: dict[str, Any], mutants: list[str], directory: Path) -> Any:
+    s = dict(sdict, mutants=mutants)
+    return simulate(Scenario.from_json(s), checkpoint_dir=directory if "storage" in s else None)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_the_fault_breaks_its_invariant_on_a_run_that_is_clean_without_it(name: str, tmp_path: Path) -> None:
+    sdict, invariant = CASES[name]
+    clean = _run(sdict, [], tmp_path / "clean")
+    assert clean.ok, clean.violations
+    faulty = _run(sdict, [name], tmp_path / "faulty")
+    assert not faulty.ok
+    assert invariant in {v["invariant"] for v in faulty.violations}, faulty.violations
+
+
+def _restore_no_claim(tmp_path: Path, mutants: list[str]) -> Any:
+    """Run 1 leaves incremental checkpoints; run 2 restores its latest with no_claim and retains one."""
+    first = scenario("keyed-pipeline.json", mode="aligned", checkpoint={**INCREMENTAL, "retained": 2}, **ON_DISK)
+    assert _run(first, [], tmp_path / "one").ok
+    latest = max(glob.glob(str(tmp_path / "one" / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
+    second = scenario("keyed-pipeline.json", mode="aligned", checkpoint={**INCREMENTAL, "retained": 1},
+                      restore={"path": latest, "mode": "no_claim"}, **ON_DISK)
+    return _run(second, mutants, tmp_path / "two")
+
+
+def test_restored_shared_state_discarded_deletes_files_of_the_unclaimed_checkpoint(tmp_path: Path) -> None:
+    assert _restore_no_claim(tmp_path / "clean", []).ok
+    faulty = _restore_no_claim(tmp_path / "faulty", ["restored-shared-state-discarded"])
+    assert [v["invariant"] for v in faulty.violations][:1] == ["REF"], faulty.violations
+    assert "restored with no_claim" in faulty.violations[0]["detail"]
+
+
+def test_every_state_fault_has_a_case() -> None:
+    layers = {"storage", "sinks", "rescale", "keygroups", "batch"}
+    from cutcheck.reference.faults.catalogue import CATALOGUE
+
+    mine = {n for n, f in CATALOGUE.items() if f.layer in layers and f.key and n in MUTANTS}
+    older = {"discard-on-abort", "committer-drops-late", "skip-stateless-reassignment", "no-rescale-filter"}
+    covered = set(CASES) | {"restored-shared-state-discarded"} | set(BATCH_CASES)
+    assert mine - older <= covered, sorted(mine - older - covered)
+
+
+BATCH_CASES: dict[str, tuple[dict[str, Any], str]] = {}
