@@ -41,3 +41,17 @@ class RestoredSharedStateDiscarded(Fault):
 
     def rule(self, correct: Any, created_by: int, highest_not_claimed: int) -> bool:
         return True
+
+
+class OrphanAfterFailedUpload(Fault):
+    """Files uploaded for a checkpoint that then fails are never discarded, so they stay in storage forever.
+
+    FLINK-30461: after an exception in a RocksDB incremental checkpoint, the files it had already
+    uploaded were neither registered nor deleted, and remained forever (see also FLINK-37867).
+    """
+
+    name, seam, layer, key = ("orphan-after-failed-upload", "exclusive_files_discarded_on_abort", Layer.STORAGE,
+                              "FLINK-30461")
+
+    def rule(self, correct: Any, exclusive: list[str]) -> list[str]:
+        return []

@@ -78,6 +78,13 @@ def registry_key(vertex: str, kg: int, digest: str) -> str:
 
 
 @seam
+def exclusive_files_discarded_on_abort(exclusive: list[str]) -> list[str]:
+    """An aborted checkpoint's exclusive files (chk-N) are discarded at once: no other checkpoint can
+    reference them, so nothing else would ever delete them (facts §8.2)."""
+    return exclusive
+
+
+@seam
 def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
     """An aborted checkpoint discards none of its shared files at once: they stay registered and go
     at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
@@ -188,7 +195,7 @@ class FsCheckpointStorage:
             return
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
-        for path in p.exclusive:
+        for path in self.rules.exclusive_files_discarded_on_abort(list(p.exclusive)):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         for path in self.rules.shared_files_discarded_on_abort(sorted(set(p.shared.values()))):
@@ -220,6 +227,11 @@ class FsCheckpointStorage:
         for path in self.registry.discard_all_except(live, self.rules.registry_may_discard):
             self.files.delete(path)
         self._check_ref("when the job ended")
+        kept = {f for h in self.held for f in (*h.files["exclusive"], *h.files["shared"])}
+        left = sorted(f for f in self.files.created - kept if os.path.exists(f))
+        if left:  # REF's other half: what no retained checkpoint references is deleted
+            raise InvariantViolation("REF", f"when the job ended: {len(left)} file(s) no retained checkpoint references "
+                                            f"were left behind, e.g. {left[0]}")
 
     # ------------------------------------------------------------------ writing
     def _kind(self, cp: int) -> str:
@@ -310,6 +322,8 @@ class FsCheckpointStorage:
             subsumed.append(victim.cp)
             if victim.owned:
                 self._discard(victim)
+            else:  # a savepoint (or an unclaimed restore) is the user's: its files are no longer ours to clean
+                self.files.created.difference_update([*victim.files["exclusive"], *victim.files["shared"]])
         return subsumed
 
     def _discard(self, h: Held) -> None:
