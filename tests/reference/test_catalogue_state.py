@@ -59,6 +59,9 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "registry-key-without-content": (
         scenario("keyed-pipeline.json", mode="aligned", failures=FAIL, checkpoint=INCREMENTAL, **ON_DISK), "REF"),
     "orphan-after-failed-upload": (SEED_1_ON_DISK, "REF"),
+    "state-filed-under-stale-key-group": (
+        scenario("keyed-pipeline.json", mode="aligned", failures=FAIL,
+                 rescales=[{"on_failure": 0, "parallelism": {"count": 3}}]), "EXACTLY_ONCE"),
 }
 
 
