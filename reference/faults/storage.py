@@ -55,3 +55,32 @@ class OrphanAfterFailedUpload(Fault):
 
     def rule(self, correct: Any, exclusive: list[str]) -> list[str]:
         return []
+
+
+class CheckpointIdRestartsAfterRestore(Fault):
+    """Checkpoint ids start over from 1 after a restore, so the restored job reuses ids of the earlier run.
+
+    apache/iceberg#18123: on a restart the checkpoint counter started over from 1 while the table
+    still carried the previous run's higher checkpoint id, so every new committable was taken as
+    already committed and silently dropped.
+    """
+
+    name, seam, layer, key = ("checkpoint-id-restarts-after-restore", "first_checkpoint_id_after_restore",
+                              Layer.STORAGE, "apache/iceberg#18123")
+
+    def rule(self, correct: Any, restored: int) -> int:
+        return 1
+
+
+class NoClaimFirstCheckpointIncremental(Fault):
+    """After a no_claim restore the job builds on the restored checkpoint's files as if it owned them.
+
+    FLINK-25192: no-claim mode must force the first successful checkpoint after the restore to be a
+    full one; an incremental one re-references (and later discards) files the job does not own.
+    """
+
+    name, seam, layer, key = ("no-claim-first-checkpoint-incremental", "builds_on_restored", Layer.STORAGE,
+                              "FLINK-25192")
+
+    def rule(self, correct: Any, claimed: bool) -> bool:
+        return True

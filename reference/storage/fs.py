@@ -78,6 +78,14 @@ def registry_key(vertex: str, kg: int, digest: str) -> str:
 
 
 @seam
+def builds_on_restored(claimed: bool) -> bool:
+    """Checkpoints build on the restored checkpoint's shared files only when the job claimed it; after
+    a no_claim restore the first checkpoint is full (NO_SHARING) and nothing restored is reused
+    (facts §8.4, FLINK-25192)."""
+    return claimed
+
+
+@seam
 def exclusive_files_discarded_on_abort(exclusive: list[str]) -> list[str]:
     """An aborted checkpoint's exclusive files (chk-N) are discarded at once: no other checkpoint can
     reference them, so nothing else would ever delete them (facts §8.2)."""
@@ -132,6 +140,7 @@ class FsCheckpointStorage:
         self._no_sharing = False
         self.restored: CompletedCheckpoint | None = None
         self.unclaimed: list[str] = []  # files of a checkpoint restored with no_claim: the user's, never deleted
+        self._unclaimed_dir = ""  # that checkpoint's directory
         self.restore_mode = restore_mode or config.restore_mode
         target = load_restore_target(restore) if restore is not None else None
         self.job = config.job or default_job(target[1] if target else None, self.restore_mode)
@@ -352,7 +361,12 @@ class FsCheckpointStorage:
             if not os.path.exists(path):
                 raise InvariantViolation("REF", f"{when}: {path} of checkpoint {self.restored.cp if self.restored else '?'}, "
                                                 "restored with no_claim, was deleted")
+        unclaimed = set(self.unclaimed)
         for h in self.held:
+            borrowed = sorted(unclaimed.intersection(h.files["shared"])) if unclaimed and h.path != self._unclaimed_dir else []
+            if borrowed:  # the user may delete a no_claim snapshot once a checkpoint of the job completed
+                raise InvariantViolation("REF", f"{when}: checkpoint {h.cp} references {borrowed[0]}, a file of the "
+                                                "checkpoint restored with no_claim, which the job does not own")
             for path in [os.path.join(h.path, METADATA), *h.files["exclusive"], *h.files["shared"]]:
                 if not os.path.exists(path):
                     raise InvariantViolation("REF", f"{when}: retained checkpoint {h.cp} references {path}, which was deleted")
@@ -368,17 +382,19 @@ class FsCheckpointStorage:
 
     def _restore(self, done: CompletedCheckpoint, chain: list[Any]) -> None:
         claim = self.restore_mode == "claim"
+        shares = self.rules.builds_on_restored(claim)
         for r in chain:
             # Unclaimed files are registered under their path: never matched, so never built upon.
-            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if claim else {}
-            self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=claim)
+            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
+            self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=shares)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
                                   {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))
         self.held[-1].kind = done.kind
         if not claim:
+            self._unclaimed_dir = chain[-1].path
             self.unclaimed = [os.path.join(chain[-1].path, METADATA), *chain[-1].files["exclusive"],
                               *chain[-1].files["shared"]]
-        self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
+        self._no_sharing = not shares  # facts §8.4: the first checkpoint after a no_claim restore is full
         self.restored = done
 
 

@@ -80,19 +80,20 @@ def test_the_fault_breaks_its_invariant_on_a_run_that_is_clean_without_it(name: 
     assert invariant in {v["invariant"] for v in faulty.violations}, faulty.violations
 
 
-def _restore_no_claim(tmp_path: Path, mutants: list[str]) -> Any:
-    """Run 1 leaves incremental checkpoints; run 2 restores its latest with no_claim and retains one."""
+def _restore_no_claim(tmp_path: Path, mutants: list[str], mode: str = "no_claim") -> Any:
+    """Run 1 leaves incremental checkpoints; run 2 restores its latest (no_claim) and retains one."""
     first = scenario("keyed-pipeline.json", mode="aligned", checkpoint={**INCREMENTAL, "retained": 2}, **ON_DISK)
     assert _run(first, [], tmp_path / "one").ok
     latest = max(glob.glob(str(tmp_path / "one" / "*" / "chk-*")), key=lambda p: int(p.rsplit("-", 1)[1]))
     second = scenario("keyed-pipeline.json", mode="aligned", checkpoint={**INCREMENTAL, "retained": 1},
-                      restore={"path": latest, "mode": "no_claim"}, **ON_DISK)
+                      restore={"path": latest, "mode": mode}, **ON_DISK)
     return _run(second, mutants, tmp_path / "two")
 
 
-def test_restored_shared_state_discarded_deletes_files_of_the_unclaimed_checkpoint(tmp_path: Path) -> None:
+@pytest.mark.parametrize("name", ["restored-shared-state-discarded", "no-claim-first-checkpoint-incremental"])
+def test_a_no_claim_restore_never_deletes_the_restored_files(tmp_path: Path, name: str) -> None:
     assert _restore_no_claim(tmp_path / "clean", []).ok
-    faulty = _restore_no_claim(tmp_path / "faulty", ["restored-shared-state-discarded"])
+    faulty = _restore_no_claim(tmp_path / "faulty", [name])
     assert [v["invariant"] for v in faulty.violations][:1] == ["REF"], faulty.violations
     assert "restored with no_claim" in faulty.violations[0]["detail"]
 
@@ -103,8 +104,16 @@ def test_every_state_fault_has_a_case() -> None:
 
     mine = {n for n, f in CATALOGUE.items() if f.layer in layers and f.key and n in MUTANTS}
     older = {"discard-on-abort", "committer-drops-late", "skip-stateless-reassignment", "no-rescale-filter"}
-    covered = set(CASES) | {"restored-shared-state-discarded"} | set(BATCH_CASES)
+    covered = set(CASES) | {"restored-shared-state-discarded", "no-claim-first-checkpoint-incremental",
+                           "checkpoint-id-restarts-after-restore"}
     assert mine - older <= covered, sorted(mine - older - covered)
 
 
-BATCH_CASES: dict[str, tuple[dict[str, Any], str]] = {}
+
+@pytest.mark.parametrize("mode", ["no_claim", "claim"])
+def test_checkpoint_id_restarts_after_restore_is_caught(tmp_path: Path, mode: str) -> None:
+    assert _restore_no_claim(tmp_path / "clean", [], mode).ok
+    faulty = _restore_no_claim(tmp_path / "faulty", ["checkpoint-id-restarts-after-restore"], mode)
+    # Checkpoint 1 is older than the restored one, so the coordinator never completes one again and
+    # the committers' last committables wait forever: the job cannot finish.
+    assert [v["invariant"] for v in faulty.violations] == ["LIVENESS"], faulty.violations
