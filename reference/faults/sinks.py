@@ -58,3 +58,17 @@ class CommittableRestampedOnRestore(Fault):
         import re
 
         return [[cp, re.sub(r"-a\d+-t", f"-a{attempt}-t", txn)] for cp, txn in correct(pending, attempt)]
+
+
+class CommittablesNotFlushedAtEndOfInput(Fault):
+    """At end of input the writer keeps its open transaction for a later snapshot instead of emitting its committable.
+
+    FLINK-26403: SinkWriterOperator did not drain its pending committables on endOfInput and left them
+    for the final checkpoint, where they were deserted: data loss, or a committer waiting forever.
+    """
+
+    name, seam, layer, key = ("committables-not-flushed-at-end-of-input", "flushes_committables_at_end_of_input",
+                              Layer.SINKS, "FLINK-26403")
+
+    def rule(self, correct: Any) -> bool:
+        return False

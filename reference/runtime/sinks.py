@@ -50,6 +50,13 @@ def restored_committables(pending: list[list[Any]], attempt: int) -> list[list[A
     return pending
 
 
+@seam
+def flushes_committables_at_end_of_input() -> bool:
+    """At end of input the writer pre-commits its open transaction and hands the committable on, bound
+    to the final checkpoint; nothing is left for a snapshot that will never come (facts §11.1)."""
+    return True
+
+
 class TransactionStore:
     """The external system: staged transactions, and the set of those committed."""
 
@@ -136,7 +143,7 @@ class SinkOperator(Operator):
             self._open()
 
     def end_of_input(self) -> None:
-        if self.exactly_once and self.txn is not None:
+        if self.exactly_once and self.txn is not None and self.task.engine.rules.flushes_committables_at_end_of_input():
             self.pending.append([FINAL, self.txn])
             self.txn = None
 

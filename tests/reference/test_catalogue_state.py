@@ -40,8 +40,18 @@ WIDE_SINK = {  # a committer at parallelism 3, downscaled to 1
 # scenario_from_seed(1, storage=True): checkpoints expire under a slow sink after some subtasks wrote files
 SEED_1_ON_DISK: dict[str, Any] = {"graph": {"name": "generated", "max_parallelism": 128, "vertices": [{"id": "src0", "kind": "source", "parallelism": 1, "records": 115, "keys": 4, "splits": 4, "seed": 97}, {"id": "union0", "kind": "union", "parallelism": 1}, {"id": "filter1", "kind": "filter", "parallelism": 1, "drop_every": 2}, {"id": "co_map2", "kind": "co_map", "parallelism": 1}, {"id": "sink", "kind": "sink", "parallelism": 4, "delivery": "exactly_once"}, {"id": "co_map2_out", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}], "edges": [{"from": "src0", "to": "union0", "partitioner": "custom", "exchange": "pipelined", "gate": 0}, {"from": "src0", "to": "union0", "partitioner": "custom", "exchange": "pipelined", "gate": 0}, {"from": "src0", "to": "union0", "partitioner": "custom", "exchange": "pipelined", "gate": 0}, {"from": "src0", "to": "filter1", "partitioner": "broadcast", "exchange": "pipelined", "gate": 0}, {"from": "union0", "to": "co_map2", "partitioner": "rescale", "exchange": "pipelined", "gate": 0}, {"from": "filter1", "to": "co_map2", "partitioner": "custom", "exchange": "pipelined", "gate": 1}, {"from": "union0", "to": "sink", "partitioner": "custom", "exchange": "pipelined", "gate": 0}, {"from": "co_map2", "to": "co_map2_out", "partitioner": "global", "exchange": "pipelined", "gate": 0}]}, "seed": 1272987056, "checkpoint": {"mode": "aligned_timeout", "interval": 19, "timeout": 14, "checkpoint_timeout": 133, "incremental": True, "retained": 1, "tolerable_failed": 2147483647}, "network": {"buffer_bytes": 320, "record_bytes": 64, "exclusive": 1, "floating": 4}, "schedule": {"policy": "backpressure", "slow": "co_map2_out", "slowdown": 8}, "failures": [], "rescales": [], "mutants": [], "max_steps": 200000, "storage": {"incremental": True, "inline_threshold": 0}}
 
+SHORT_JOB = {
+    "name": "short", "max_parallelism": 128,
+    "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 60, "keys": 8, "splits": 4},
+                 {"id": "count", "kind": "keyed_count", "parallelism": 2},
+                 {"id": "sink", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}],
+    "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+              {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+
 # fault -> (scenario, the invariant it breaks)
 CASES: dict[str, tuple[dict[str, Any], str]] = {
+    "committables-not-flushed-at-end-of-input": (  # the job ends before its first checkpoint
+        scenario(SHORT_JOB, mode="aligned", interval=200), "EXACTLY_ONCE"),
     "txn-id-pool-reuse": (scenario("keyed-pipeline.json", mode="aligned"), "EXACTLY_ONCE"),
     "notify-commits-only-exact-checkpoint": (
         scenario("keyed-pipeline.json", seed=15, mode="aligned", slow="map", max_steps=60_000,
