@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cutcheck.model.errors import ScenarioError
-from cutcheck.reference.faults import barriers, keygroups, recovery, rescale, sinks, storage  # noqa: F401 (registers)
+from cutcheck.reference.faults import barriers, batch, keygroups, recovery, rescale, sinks, storage  # noqa: F401 (registers)
 from cutcheck.reference.faults.seams import Fault, Rules, faults
 
 CATALOGUE: dict[str, Fault] = faults()

@@ -69,6 +69,8 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "registry-key-without-content": (
         scenario("keyed-pipeline.json", mode="aligned", failures=FAIL, checkpoint=INCREMENTAL, **ON_DISK), "REF"),
     "orphan-after-failed-upload": (SEED_1_ON_DISK, "REF"),
+    "blocking-partition-leak": (  # count[1] fails mid-run; its old partition must be released
+        scenario("batch.json", seed=3, failures=[{"at_step": 1414, "target": "count[1]"}]), "REF"),
     "state-filed-under-stale-key-group": (
         scenario("keyed-pipeline.json", mode="aligned", failures=FAIL,
                  rescales=[{"on_failure": 0, "parallelism": {"count": 3}}]), "EXACTLY_ONCE"),
