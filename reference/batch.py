@@ -27,12 +27,14 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.model.sections import Field, Section
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.recovery import region_failover  # noqa: F401 (registers the seam restarts_whole_region)
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter, ResultPartitionID
@@ -40,6 +42,13 @@ from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
 STRATEGIES = values(FailoverStrategy)
+
+
+@seam
+def releases_partition_of_reset_producer() -> bool:
+    """A restarted producer's old partition is released at once: the producer writes a new one under
+    a new id, and nothing will ever read or release the old one otherwise (facts §10)."""
+    return True
 
 
 @dataclass(frozen=True, slots=True)
@@ -218,6 +227,10 @@ class BatchEngine(Engine):
             self._commit_at_job_end()
             for d in list(self.shuffle.descriptors.values()):
                 self.shuffle.master(d.exchange).release_partition_externally(d)
+            leaked = sorted(str(pid) for pid, st in self.shuffle.blocking.partitions.items() if not st.released)
+            if leaked:  # the master releases every partition by job end; a forgotten one stays on disk
+                raise InvariantViolation("REF", f"when the job ended: blocking partition {leaked[0]} "
+                                                f"({len(leaked)} in all) was never released")
         return True
 
     def _commit_at_job_end(self) -> None:
@@ -297,7 +310,8 @@ class BatchEngine(Engine):
             for p in task.partitions:
                 d = self.shuffle.descriptors[(sid, p.edge)]
                 self.shuffle.environment(d.exchange, worker).release_partitions_locally([d.partition_id])
-                self.shuffle.master(d.exchange).release_partition_externally(d)  # re-produced under a new id
+                if self.rules.releases_partition_of_reset_producer():
+                    self.shuffle.master(d.exchange).release_partition_externally(d)  # re-produced under a new id
         self.writers = [w for w in self.writers if w.partition.subpartitions[0].task.sid not in gone]
         self.readers = [r for r in self.readers if r.channel.task.sid not in gone]
         self.subpartitions = [sp for sp in self.subpartitions if sp.task.sid not in gone]

@@ -10,7 +10,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cutcheck.model.errors import InvalidArgument
-from cutcheck.reference.faults import barriers, recovery, rescale, savepoints, sinks, storage  # noqa: F401 (registers)
+from cutcheck.reference.faults import (  # noqa: F401 (registers)
+    barriers,
+    batch,
+    keygroups,
+    recovery,
+    rescale,
+    savepoints,
+    sinks,
+    storage,
+)
 from cutcheck.reference.faults.seams import Fault, Rules, faults
 
 CATALOGUE: dict[str, Fault] = faults()

@@ -24,3 +24,46 @@ class NoRescaleFilter(Fault):
 
     def rule(self, correct: Any) -> bool:
         return False
+
+
+class ChannelStateByVertexPair(Fault):
+    """In-flight buffers are filed under the first edge joining the same two vertices, not under their own edge.
+
+    FLINK-40269: TaskStateAssignment looked connected assignments up by upstream and downstream vertex,
+    so with two edges between one pair of vertices the second edge's channel state was redistributed
+    with the first edge's gate and partition mapping.
+    """
+
+    name, seam, layer, key = "channel-state-by-vertex-pair", "channel_state_edge", Layer.RESCALE, "FLINK-40269"
+
+    def rule(self, correct: Any, edge: int, graph: Any) -> int:
+        mine = graph.edge(edge)
+        return next(e.key for e in graph.edges if (e.source, e.target) == (mine.source, mine.target))
+
+
+class RescaleFilterWrongChannelCount(Fault):
+    """The record filter of ambiguous channel state re-creates the partitioner over the old number of channels.
+
+    FLINK-35351: the RecordFilter's partitioner copy was not set up for the new number of channels
+    (the fix adds ``partitionerCopy.setup(numberOfChannels)``), so it kept or dropped the wrong records.
+    """
+
+    name, seam, layer, key = ("rescale-filter-wrong-channel-count", "record_filter_channels", Layer.RESCALE,
+                              "FLINK-35351")
+
+    def rule(self, correct: Any, old_consumers: int, new_consumers: int) -> int:
+        return old_consumers
+
+
+class SinkCommittablesLostOnRescale(Fault):
+    """On rescale, new committer subtask i restores only old subtask i's committables; removed subtasks' are lost.
+
+    FLINK-29509: restored committables carried the wrong subtask id and subtask count, so the
+    committer never saw them complete and never committed them.
+    """
+
+    name, seam, layer, key = ("sink-committables-lost-on-rescale", "committables_to_redistribute", Layer.RESCALE,
+                              "FLINK-29509")
+
+    def rule(self, correct: Any, per_old_subtask: list[list[Any]], new_p: int) -> list[list[list[Any]]]:
+        return [[list(e) for e in per_old_subtask[i]] if i < len(per_old_subtask) else [] for i in range(new_p)]

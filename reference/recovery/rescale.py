@@ -84,16 +84,22 @@ def _keyed_states(olds: list[dict[str, Any]], max_parallelism: int, new_p: int) 
     return news
 
 
-def _sink_states(olds: list[dict[str, Any]], new_p: int) -> list[dict[str, Any]]:
+def _sink_states(olds: list[dict[str, Any]], new_p: int, rules: Any) -> list[dict[str, Any]]:
     # Committer state is list state: the pending committables of the restored checkpoint all belong
     # to completed checkpoints <= its id, and each new subtask commits its share on restore
     # (SinkOperator.recover_and_commit), idempotently, so nothing is lost or committed twice.
-    pending = [list(e) for s in olds for e in s.get("pending", [])]
+    pending = rules.committables_to_redistribute([s.get("pending", []) for s in olds], new_p)
     # Transaction names hold the subtask and the attempt, so they stay unique at any parallelism;
     # carrying the largest counter keeps it from going backwards.
     next_txn = max((s.get("next_txn", 0) for s in olds), default=0)
-    return [{"pending": sorted(run, key=lambda e: e[0]), "next_txn": next_txn}
-            for run in split_distribute(pending, new_p)]
+    return [{"pending": sorted(run, key=lambda e: e[0]), "next_txn": next_txn} for run in pending]
+
+
+@seam
+def committables_to_redistribute(per_old_subtask: list[list[Any]], new_p: int) -> list[list[list[Any]]]:
+    """The committer's pending committables are list state: every old subtask's, in old-subtask
+    order, are split round-robin over the new subtasks (facts §3), so none is left behind."""
+    return split_distribute([list(e) for pending in per_old_subtask for e in pending], new_p)
 
 
 def assign_operator_state(engine: Engine, done: CompletedCheckpoint) -> dict[SubtaskId, dict[str, Any]]:
@@ -111,7 +117,7 @@ def assign_operator_state(engine: Engine, done: CompletedCheckpoint) -> dict[Sub
             entries = [tuple(e) for s in olds for e in s.get("splits", [])]
             news = [{"splits": run} for run in split_distribute(entries, new_p)]
         elif v.kind == "sink":
-            news = _sink_states(olds, new_p)
+            news = _sink_states(olds, new_p, engine.rules)
         else:
             news = [{} for _ in range(new_p)]  # map, filter, union, co_map hold no state of their own
         for i, state in enumerate(news):
@@ -145,13 +151,14 @@ class EdgeReport:
         }
 
 
-def _virtual_channels(done: CompletedCheckpoint) -> dict[int, VirtualChannels]:
+def _virtual_channels(done: CompletedCheckpoint, graph: Any, rules: Any) -> dict[int, VirtualChannels]:
     """Per edge, the in-flight buffers of each old channel: input state, then output state."""
     per_edge: dict[int, VirtualChannels] = {}
     for snap in done.tasks.values():
         for side, states in ((0, snap.input_state), (1, snap.output_state)):
             for (edge, u, c), bufs in states.items():
                 if bufs:
+                    edge = rules.channel_state_edge(edge, graph)
                     per_edge.setdefault(edge, {}).setdefault((u, c), ([], []))[side].extend(bufs)
     return per_edge
 
@@ -221,7 +228,8 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
     # sequences (and so the CUT checks of later checkpoints) free of records nobody processes.
     selector = None
     if ambiguous and engine.rules.filters_ambiguous_channel_state():
-        selector = make_selector(edge.partitioner, cn, max_parallelism=engine.graph.max_parallelism(edge.target))
+        channels = engine.rules.record_filter_channels(co, cn)
+        selector = make_selector(edge.partitioner, channels, max_parallelism=engine.graph.max_parallelism(edge.target))
     merged = False
     for (u, c), (inp, outp) in sorted(vchannels.items()):
         if len(new_producers[u]) != 1:
@@ -242,6 +250,20 @@ def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vc
             state[0].extend(new_in)
             state[1].extend(new_out)
     return merged
+
+
+@seam
+def channel_state_edge(edge: int, graph: Any) -> int:
+    """In-flight buffers are filed under the edge (intermediate data set) they travelled on, even when
+    two edges join the same pair of vertices (facts §3)."""
+    return edge
+
+
+@seam
+def record_filter_channels(old_consumers: int, new_consumers: int) -> int:
+    """The record filter of ambiguous virtual channels re-creates the partitioner over the NEW number
+    of consumer channels: a record is kept where the new partitioner sends it (facts §3)."""
+    return new_consumers
 
 
 @seam
@@ -266,7 +288,7 @@ def assign_channel_states(engine: Engine, done: CompletedCheckpoint
     refuse_if_flink_would(graph, done, new)  # per vertex, as Flink: before any edge is touched
     stateless = {v.id for v in graph.vertices
                  if all(not done.tasks[SubtaskId(v.id, i)].operator for i in range(old[v.id]))}
-    per_edge = _virtual_channels(done)
+    per_edge = _virtual_channels(done, graph, engine.rules)
     channel_states: dict[ChannelKey, ChannelState] = {}
     reports: dict[int, EdgeReport] = {}
     merged: set[str] = set()

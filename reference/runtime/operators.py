@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.records import (
     COUNT,
     COUNTER,
@@ -81,6 +82,13 @@ class FilterOperator(Operator):
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         if filter_keeps(rec[RID], self.drop_every):
             self.task.emit(rec)
+
+
+@seam
+def state_change_key_group(key_group: int, previous_key_group: int) -> int:
+    """A keyed state change is filed under the key group of the key it changes (the current key
+    context is set before the change is recorded), so it moves with that key group on rescale (facts §1)."""
+    return key_group
 
 
 class KeyedOperator(Operator):
@@ -168,6 +176,17 @@ class KeyedCountOperator(KeyedOperator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.counter_index = task.engine.vertex_index[task.sid.vertex]
+        self.file_under = task.engine.rules.state_change_key_group
+        self.previous_kg = -1  # the key group of the record processed before (the stale key context)
+        self.misfiled: dict[int, tuple[int, int]] = {}  # key -> (its key group, the one its change was filed under)
+
+    def snapshot(self) -> dict[str, Any]:
+        state = super().snapshot()
+        for key, (kg, filed) in self.misfiled.items():  # durable state goes where the change was filed
+            c = state["counts"].get(kg, {}).pop(key, None)
+            if c is not None and filed >= 0:
+                state["counts"].setdefault(filed, {})[key] = c
+        return state
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         self.apply_many([rec], 0, 1, ch)
@@ -177,6 +196,7 @@ class KeyedCountOperator(KeyedOperator):
         emit = task.emit
         if task.out_blocked:
             return i
+        file_under, previous, misfiled = self.file_under, self.previous_kg, self.misfiled
         for rec, kg in self.checked(recs, i, stop, ch):
             key = rec[KEY]
             m = counts.get(kg)
@@ -184,10 +204,17 @@ class KeyedCountOperator(KeyedOperator):
                 m = counts[kg] = {}
             c = m.get(key, 0) + 1
             m[key] = c
+            filed = file_under(kg, previous)
+            if filed != kg:
+                misfiled[key] = (kg, filed)
+            elif misfiled:
+                misfiled.pop(key, None)
+            previous = kg
             emit((rec[RID], key, rec[VALUE], rec[SPLIT], rec[OFFSET], c, counter))
             i += 1
             if task.out_blocked:
                 break  # the generator checked no record beyond this one
+        self.previous_kg = previous
         return i
 
 

@@ -30,6 +30,34 @@ def committables_to_recommit(pending: list[list[Any]], restored_cp: int) -> list
     return pending
 
 
+@seam
+def transaction_name(sid: object, attempt: int, n: int) -> str:
+    """A writer's n-th transaction of an attempt is named by its subtask, the attempt and n: never
+    reused, so recovering one transaction can never commit another (facts §11.1)."""
+    return f"{sid}-a{attempt}-t{n}"
+
+
+@seam
+def committable_due(committable_cp: int, completed_cp: int) -> bool:
+    """A completion notification commits every committable of that checkpoint or an earlier one:
+    notifications may be lost or subsumed, and the newest one stands for them all (facts §11.1)."""
+    return committable_cp <= completed_cp
+
+
+@seam
+def restored_committables(pending: list[list[Any]], attempt: int) -> list[list[Any]]:
+    """Restored committables keep the transaction names they were pre-committed under, whatever the
+    restoring attempt: the name is what makes committing them again idempotent (facts §11.1)."""
+    return pending
+
+
+@seam
+def flushes_committables_at_end_of_input() -> bool:
+    """At end of input the writer pre-commits its open transaction and hands the committable on, bound
+    to the final checkpoint; nothing is left for a snapshot that will never come (facts §11.1)."""
+    return True
+
+
 class TransactionStore:
     """The external system: staged transactions, and the set of those committed."""
 
@@ -78,13 +106,13 @@ class SinkOperator(Operator):
             self._open()
 
     def _open(self) -> None:
-        self.txn = f"{self.task.sid}-a{self.task.engine.attempt}-t{self.next_txn}"
+        self.txn = self.task.engine.rules.transaction_name(self.task.sid, self.task.engine.attempt, self.next_txn)
         self.next_txn += 1
         self.store.open(self.txn)
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         if self.exactly_once:
-            self.store.staged[self.txn].append(rec)  # type: ignore[index]
+            self.apply_many([rec], 0, 1, ch)
         else:
             # At-least-once: written straight through, as its own committed "transaction".
             txn = f"{self.task.sid}-a{self.task.engine.attempt}-r{rec[0]}-{self.next_txn}"
@@ -95,7 +123,12 @@ class SinkOperator(Operator):
 
     def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
         if self.exactly_once:
-            self.store.staged[self.txn].extend(recs[i:stop])  # type: ignore[index]
+            try:
+                self.store.staged[self.txn].extend(recs[i:stop])  # type: ignore[index]
+            except KeyError:
+                # Only a transaction the writer opened and nobody committed or aborted takes rows.
+                raise InvariantViolation("COMMIT", f"{self.task.sid} wrote to transaction {self.txn}, which is "
+                                                   "not open (committed or aborted)") from None
             return stop  # a sink has no output, so it is never blocked
         return super().apply_many(recs, i, stop, ch)
 
@@ -111,15 +144,16 @@ class SinkOperator(Operator):
             self._open()
 
     def end_of_input(self) -> None:
-        if self.exactly_once and self.txn is not None:
+        if self.exactly_once and self.txn is not None and self.task.engine.rules.flushes_committables_at_end_of_input():
             self.pending.append([FINAL, self.txn])
             self.txn = None
 
     def notify_complete(self, cp: int) -> None:
         """Commit every pending committable of a checkpoint ≤ cp, in checkpoint order."""
         keep = []
+        due = self.task.engine.rules.committable_due
         for entry in self.pending:
-            if entry[0] != FINAL and entry[0] <= cp:
+            if entry[0] != FINAL and due(entry[0], cp):
                 self._commit(entry[0], entry[1])
             else:
                 keep.append(entry)
@@ -136,7 +170,8 @@ class SinkOperator(Operator):
         return {"pending": [list(e) for e in self.pending], "next_txn": self.next_txn}
 
     def restore(self, state: dict[str, Any]) -> None:
-        self.pending = [list(e) for e in state.get("pending", [])]
+        pending = [list(e) for e in state.get("pending", [])]
+        self.pending = self.task.engine.rules.restored_committables(pending, self.task.engine.attempt)
         self.next_txn = state.get("next_txn", 0)
 
     def recover_and_commit(self, restored_cp: int) -> None:

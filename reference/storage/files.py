@@ -56,6 +56,7 @@ class FileOps:
         self.crash_after = crash_after if crash_after is not None else crash_after_from_env()
         self.ops = 0
         self.log = log  # (operation, path) of every file operation, when a test asks for it
+        self.created: set[str] = set()  # data files this run wrote and has not deleted or handed to the user
 
     def _op(self, kind: str, path: str) -> None:
         if self.crash_after is not None and self.ops >= self.crash_after:
@@ -88,6 +89,7 @@ class FileOps:
             except FileExistsError:
                 continue
             self._write(fd, path, data)
+            self.created.add(path)
             return path
 
     def _write(self, fd: int, path: str, data: bytes) -> None:
@@ -112,6 +114,7 @@ class FileOps:
 
     def delete(self, path: str) -> bool:
         self._op("delete", path)
+        self.created.discard(path)
         try:
             os.remove(path)
             return True

@@ -39,7 +39,7 @@ from typing import Any
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.checks.coverage import note
-from cutcheck.reference.faults.seams import Rules, seam
+from cutcheck.reference.faults.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
     dumps,
@@ -67,20 +67,8 @@ from cutcheck.reference.storage.meta import (
     metadata_bytes,
     referenced_files,
 )
+from cutcheck.reference.storage.rules import registry_key  # noqa: F401 (registers the storage seams)
 from cutcheck.reference.storage.shared_registry import SharedStateRegistry
-
-
-def registry_key(vertex: str, kg: int, digest: str) -> str:
-    """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes."""
-    return f"{vertex}/{kg}/{digest}"
-
-
-
-@seam
-def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
-    """An aborted checkpoint discards none of its shared files at once: they stay registered and go
-    at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
-    return []
 
 
 @dataclass(slots=True)
@@ -123,6 +111,8 @@ class FsCheckpointStorage:
         self._kind_of: Callable[[int], str] = lambda cp: "checkpoint"
         self._no_sharing = False
         self.restored: CompletedCheckpoint | None = None
+        self.unclaimed: list[str] = []  # files of a checkpoint restored with no_claim: the user's, never deleted
+        self._unclaimed_dir = ""  # that checkpoint's directory
         self.restore_mode = restore_mode or config.restore_mode
         target = load_restore_target(restore) if restore is not None else None
         self.job = config.job or default_job(target[1] if target else None, self.restore_mode)
@@ -191,7 +181,7 @@ class FsCheckpointStorage:
         note(self, "storage", "abort-discard")
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
-        for path in p.exclusive:
+        for path in self.rules.exclusive_files_discarded_on_abort(list(p.exclusive)):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         for path in self.rules.shared_files_discarded_on_abort(sorted(set(p.shared.values()))):
@@ -220,7 +210,7 @@ class FsCheckpointStorage:
         for cp in sorted(self.pending):
             self.abort(cp)
         live = {f for h in self.held for f in h.files["shared"]}
-        for path in self.registry.discard_all_except(live):
+        for path in self.registry.discard_all_except(live, self.rules.registry_may_discard):
             self.files.delete(path)
         self._check_ref("when the job ended")
         watch = getattr(self, "watch", None)  # reference.checks.storage_invariants, attached by the engine
@@ -279,7 +269,7 @@ class FsCheckpointStorage:
         if p.no_sharing:
             return self._handle(value, p)
         digest = sha256(data)
-        key = registry_key(vertex, kg, digest)
+        key = self.rules.registry_key(vertex, kg, digest)
         path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
         p.shared[key] = path
         return {"file": self._stored_path(path, p, "shared"), "scope": "shared", "bytes": len(data), "sha256": digest}
@@ -317,6 +307,8 @@ class FsCheckpointStorage:
             note(self, "storage", "subsume")
             if victim.owned:
                 self._discard(victim)
+            else:  # a savepoint (or an unclaimed restore) is the user's: its files are no longer ours to clean
+                self.files.created.difference_update([*victim.files["exclusive"], *victim.files["shared"]])
         return subsumed
 
     def _discard(self, h: Held) -> None:
@@ -331,7 +323,7 @@ class FsCheckpointStorage:
         # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
-        for path in self.registry.unregister_unused(min(ids)):
+        for path in self.registry.unregister_unused(min(ids), self.rules.registry_may_discard):
             note(self, "storage", "shared-delete")
             self.files.delete(path)
 
@@ -340,8 +332,18 @@ class FsCheckpointStorage:
             self.files.rmdir_if_empty(directory)
 
     def _check_ref(self, when: str) -> None:
-        """REF, as the engine goes: every file of every retained checkpoint still exists."""
+        """REF, as the engine goes: every file of every retained checkpoint still exists, and so does
+        every file of a checkpoint restored with no_claim (the user may restore it again)."""
+        for path in self.unclaimed:
+            if not os.path.exists(path):
+                raise InvariantViolation("REF", f"{when}: {path} of checkpoint {self.restored.cp if self.restored else '?'}, "
+                                                "restored with no_claim, was deleted")
+        unclaimed = set(self.unclaimed)
         for h in self.held:
+            borrowed = sorted(unclaimed.intersection(h.files["shared"])) if unclaimed and h.path != self._unclaimed_dir else []
+            if borrowed:  # the user may delete a no_claim snapshot once a checkpoint of the job completed
+                raise InvariantViolation("REF", f"{when}: checkpoint {h.cp} references {borrowed[0]}, a file of the "
+                                                "checkpoint restored with no_claim, which the job does not own")
             for path in [os.path.join(h.path, METADATA), *h.files["exclusive"], *h.files["shared"]]:
                 if not os.path.exists(path):
                     raise InvariantViolation("REF", f"{when}: retained checkpoint {h.cp} references {path}, which was deleted")
@@ -357,14 +359,19 @@ class FsCheckpointStorage:
 
     def _restore(self, done: CompletedCheckpoint, chain: list[Any]) -> None:
         claim = self.restore_mode == "claim"
+        shares = self.rules.builds_on_restored(claim)
         for r in chain:
             # Unclaimed files are registered under their path: never matched, so never built upon.
-            keys = {path: registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if claim else {}
-            self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=claim)
+            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
+            self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=shares)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
                                   {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))
         self.held[-1].kind = done.kind
-        self._no_sharing = not claim  # facts §5.5: the first checkpoint after a no_claim restore is full
+        if not claim:
+            self._unclaimed_dir = chain[-1].path
+            self.unclaimed = [os.path.join(chain[-1].path, METADATA), *chain[-1].files["exclusive"],
+                              *chain[-1].files["shared"]]
+        self._no_sharing = not shares  # facts §8.4: the first checkpoint after a no_claim restore is full
         self.restored = done
 
 

@@ -20,6 +20,7 @@ from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.kinds import RestoreMode
 from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, StorageConfig, restore_section
 from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target
@@ -47,6 +48,13 @@ def open_storage(scenario: Scenario, *, checkpoint_dir: str | Path | None = None
     return storage, storage.restored
 
 
+@seam
+def first_checkpoint_id_after_restore(restored: int) -> int:
+    """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
+    restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
+    return restored + 1
+
+
 def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
     """Prepare a fresh engine to restore ``done`` (the engine then builds its tasks from it)."""
     graph = engine.graph
@@ -55,7 +63,7 @@ def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
     if unknown:
         raise StorageError(f"checkpoint {done.cp} holds state of vertex(es) {', '.join(unknown)}, which the scenario's "
                            f"graph does not have; restore it with the graph it was taken with.")
-    engine.coordinator.next_id = done.cp + 1
+    engine.coordinator.next_id = engine.rules.first_checkpoint_id_after_restore(done.cp)
     engine.coordinator._last_completed = done.cp  # the committers re-commit N's transactions on restore
     engine.attempt = done.attempt + 1
     for sid, snap in done.tasks.items():

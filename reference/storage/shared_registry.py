@@ -18,7 +18,17 @@ returned for deletion, and never offered for reuse: ``highest_not_claimed`` mark
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+
+from cutcheck.reference.faults.seams import seam
+
+
+@seam
+def registry_may_discard(created_by: int, highest_not_claimed: int) -> bool:
+    """The registry deletes only files the job created: never those of a checkpoint restored without
+    claiming it, whose id bounds ``highest_not_claimed`` (facts §8.3, §8.4)."""
+    return created_by > highest_not_claimed
 
 
 @dataclass(slots=True)
@@ -56,23 +66,26 @@ class SharedStateRegistry:
         if not claimed:
             self.highest_not_claimed = max(self.highest_not_claimed, cp)
 
-    def unregister_unused(self, lowest_retained: int) -> list[str]:
-        """Forget every entry last used before ``lowest_retained``; return the files to delete."""
+    def unregister_unused(self, lowest_retained: int, may_discard: Callable[[int, int], bool] | None = None) -> list[str]:
+        """Forget every entry last used before ``lowest_retained``; return the files to delete.
+        ``may_discard(created_by, highest_not_claimed)`` says whether the job owns a file."""
+        owned = may_discard or registry_may_discard
         doomed: list[str] = []
         for key, entry in list(self.entries.items()):
             if entry.last_used < lowest_retained:
                 del self.entries[key]
-                if entry.created_by > self.highest_not_claimed:
+                if owned(entry.created_by, self.highest_not_claimed):
                     doomed.append(entry.path)
         return sorted(doomed)
 
-    def discard_all_except(self, live: set[str]) -> list[str]:
+    def discard_all_except(self, live: set[str], may_discard: Callable[[int, int], bool] | None = None) -> list[str]:
         """At job end: forget every entry whose file no retained checkpoint uses; return owned ones."""
+        owned = may_discard or registry_may_discard
         doomed: list[str] = []
         for key, entry in list(self.entries.items()):
             if entry.path not in live:
                 del self.entries[key]
-                if entry.created_by > self.highest_not_claimed:
+                if owned(entry.created_by, self.highest_not_claimed):
                     doomed.append(entry.path)
         return sorted(doomed)
 

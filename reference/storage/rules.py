@@ -1,0 +1,38 @@
+"""The rules of checkpoint storage that a fault may replace (reference.faults.seams), stated once.
+
+``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules``; the registry's own
+ownership rule lives with the registry (reference.storage.shared_registry.registry_may_discard).
+"""
+
+from __future__ import annotations
+
+from cutcheck.reference.faults.seams import seam
+
+
+@seam
+def registry_key(vertex: str, kg: int, digest: str) -> str:
+    """What a key-group file is (SharedStateRegistryKey): its key group and the digest of its bytes, so
+    new content is never mistaken for a registered file of the same key group (facts §8.3)."""
+    return f"{vertex}/{kg}/{digest}"
+
+
+@seam
+def builds_on_restored(claimed: bool) -> bool:
+    """Checkpoints build on the restored checkpoint's shared files only when the job claimed it; after
+    a no_claim restore the first checkpoint is full (NO_SHARING) and nothing restored is reused
+    (facts §8.4, FLINK-25192)."""
+    return claimed
+
+
+@seam
+def exclusive_files_discarded_on_abort(exclusive: list[str]) -> list[str]:
+    """An aborted checkpoint's exclusive files (chk-N) are discarded at once: no other checkpoint can
+    reference them, so nothing else would ever delete them (facts §8.2)."""
+    return exclusive
+
+
+@seam
+def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
+    """An aborted checkpoint discards none of its shared files at once: they stay registered and go
+    at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
+    return []
