@@ -198,7 +198,7 @@ def test_an_entropy_injected_run_keeps_every_invariant(tmp_path: Path) -> None:
 @pytest.mark.parametrize("entropy", [False, True])
 def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entropy: bool) -> None:
     monkeypatch.setattr(SharedStateRegistry, "unregister_unused", lambda self, lowest, may_discard=None: [])  # forgets nothing
-    monkeypatch.setattr(SharedStateRegistry, "discard_all_except", lambda self, live: [])
+    monkeypatch.setattr(SharedStateRegistry, "discard_all_except", lambda self, live, may_discard=None: [])
     s = on_disk(tmp_path, savepoints=[])
     given = with_entropy(s, tmp_path) if entropy else tmp_path
     r = simulate(Scenario.from_json(s))
