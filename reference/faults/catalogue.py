@@ -45,3 +45,23 @@ class Mutants:
 
     def rules(self) -> Rules:
         return Rules(CATALOGUE[n] for n in sorted(self.names))
+
+
+def catalogue_table() -> list[str]:
+    """The catalogue as Markdown rows (docs/design.md section 7 holds them; a test keeps them equal)."""
+    import importlib
+
+    for room in ("engine", "batch", "recovery.rescale", "storage.fs", "storage.rules", "storage.run"):
+        importlib.import_module(f"cutcheck.reference.{room}")  # their import registers the seams
+    from cutcheck.reference.faults.seams import seams
+    from cutcheck.reference.recovery import rescale as _rescale  # noqa: F401
+    from cutcheck.reference.storage import fs, rules  # noqa: F401
+
+    known = seams()
+    rows = ["| mutant | bug | layer | mechanism | seam |", "|---|---|---|---|---|"]
+    for name, f in sorted(CATALOGUE.items(), key=lambda kv: (kv[1].test_only, kv[1].layer.value, kv[0])):
+        rule = known.get(f.seam)
+        where = f"`{rule.__module__.removeprefix('cutcheck.')}.{f.seam}`" if rule else f"`{f.seam}` (unregistered)"
+        label = f"`{name}`" + (" (tests only)" if f.test_only else "")
+        rows.append(f"| {label} | {f.key or 'generic'} | {f.layer.value} | {f.mechanism} | {where} |")
+    return rows
