@@ -32,8 +32,8 @@ from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.model.sections import Field, Section
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.recovery import region_failover  # noqa: F401 (registers the seam restarts_whole_region)
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task

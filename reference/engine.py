@@ -15,6 +15,7 @@ from cutcheck.model.errors import InvariantViolation, RestoreRefused
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
+from cutcheck.reference.checkpointing.barriers import HandlerState, WaitingForFirstBarrier
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
 from cutcheck.reference.checks.coverage import Coverage, note_failure
@@ -33,8 +34,8 @@ from cutcheck.reference.runtime.records import Expectations
 from cutcheck.reference.runtime.scheduler import Chooser, ScriptedChooser, SeededChooser
 from cutcheck.reference.runtime.sinks import TransactionStore
 from cutcheck.reference.runtime.tasks import Task, any_current
-from cutcheck.reference.runtime.wiring import build_runtime
 from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.shuffle.wiring import build_runtime
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
 
 
@@ -86,7 +87,7 @@ class Engine:
         self.buffer_size_at_trigger: dict[int, int] = {}
         self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
-            from cutcheck.reference.storage.run import start_from
+            from cutcheck.reference.run_storage import start_from
 
             start_from(self, restore)
         self._build(restore)
@@ -323,6 +324,15 @@ class Engine:
             t.op.notify_complete(cp)  # type: ignore[attr-defined]
 
     # ------------------------------------------------------------------ checkpoints
+    def new_barrier_handler(self) -> HandlerState:
+        """A task's barrier handler starts waiting for the first barrier (a door for the run-time room)."""
+        return WaitingForFirstBarrier()
+
+    def snapshot_task(self, task: Task, b: Barrier, *, unaligned: bool, received: set[int], first: Any,
+                      direct: bool = False) -> Any:
+        """The snapshot step a barrier handler or a finishing task triggers (checkpointing.snapshots)."""
+        return snapshot_task(task, b, unaligned=unaligned, received=received, first=first, direct=direct)
+
     def maybe_acknowledge(self, t: Task, snap: Any) -> None:
         if snap.acked or not snap.input_done or snap.outputs_pending > 0:
             return

@@ -133,7 +133,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
         raise ScenarioError(f"max_steps must be at least 1, got {max_steps}.")
     restored = None
     if storage is None:
-        from cutcheck.reference.storage.run import open_storage
+        from cutcheck.reference.run_storage import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None

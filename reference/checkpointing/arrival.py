@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
     Barrier,
     Buf,
@@ -22,10 +22,10 @@ from cutcheck.reference.runtime.network import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TaskRun
 
 
-def deliver_head(engine: Engine, sp: OutputSubpartition) -> None:
+def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
     head = sp.queue.popleft()
     ch = sp.channel
     if isinstance(head, Buf):

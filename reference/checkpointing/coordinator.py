@@ -3,19 +3,18 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.tasks import TaskSnapshot
-from cutcheck.reference.scenario import SavepointTrigger
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TaskRun
     from cutcheck.reference.runtime.tasks import Task
 
 
@@ -59,7 +58,7 @@ class SavepointSchedule:
     ``delay`` steps after a checkpoint completed. A savepoint is a forced request, which
     CheckpointRequestDecider runs even when max-concurrent-checkpoints are pending."""
 
-    def __init__(self, triggers: tuple[SavepointTrigger, ...]):
+    def __init__(self, triggers: tuple[Any, ...]):  # reference.scenario.SavepointTrigger
         self.triggers = triggers
         self.due: dict[int, int] = {i: t.at_step for i, t in enumerate(triggers) if t.at_step is not None}
         self.fired: set[int] = set()
@@ -93,7 +92,7 @@ def checkpoint_options_for(kind: str, mode: str, timeout: int | None) -> str:
 
 
 class Coordinator:
-    def __init__(self, engine: Engine, storage: CheckpointStorage):
+    def __init__(self, engine: TaskRun, storage: CheckpointStorage):
         self.engine = engine
         self.storage = storage
         self.savepoints = SavepointSchedule(engine.scenario.savepoints)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 

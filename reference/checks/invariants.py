@@ -19,7 +19,7 @@ from cutcheck.model.invariants import cut_holds
 from cutcheck.model.partitioning import supports_unaligned
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RunContext
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 
@@ -27,7 +27,7 @@ def _ranges(bufs: list) -> list[tuple[int, int]]:
     return [(b.seq0, b.seq0 + len(b.recs)) for b in bufs]
 
 
-def check_cut_of_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
+def check_cut_of_checkpoint(engine: RunContext, done: CompletedCheckpoint) -> None:
     """CUT: d's processed prefix, then d's input state, then u's output state are u's pre-snapshot records."""
     by_sid = done.tasks
     for sid, snap in by_sid.items():
@@ -104,14 +104,14 @@ def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -
     return out
 
 
-def check_completed_checkpoint(engine: Engine, done: CompletedCheckpoint) -> None:
+def check_completed_checkpoint(engine: RunContext, done: CompletedCheckpoint) -> None:
     """The invariants of one completed checkpoint beyond CUT: ALIGNED_EDGE, then BROADCAST_STATE
     (channel state on a broadcast edge is the cause when broadcast copies diverge: named first)."""
     check_aligned_edges(engine, done)
     check_broadcast_state(engine, done)
 
 
-def check_broadcast_state(engine: Engine, done: CompletedCheckpoint) -> None:
+def check_broadcast_state(engine: RunContext, done: CompletedCheckpoint) -> None:
     """BROADCAST_STATE: every subtask of a broadcast_state vertex snapshots the same broadcast state.
 
     Flink writes broadcast state once per subtask and a restore hands each new subtask one old
@@ -155,7 +155,7 @@ def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, b
     return {e.key: ok_target[e.target] for e in graph.edges}
 
 
-def check_aligned_edges(engine: Engine, done: CompletedCheckpoint) -> None:
+def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
     """ALIGNED_EDGE: no channel state, on either side, of an edge Flink keeps aligned, nor in any
     checkpoint Flink takes aligned (every savepoint; every checkpoint of an aligned or
     at-least-once job)."""

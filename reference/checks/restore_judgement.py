@@ -31,7 +31,7 @@ from cutcheck.model.partitioning import UNSUPPORTED, partitioner_info
 if TYPE_CHECKING:
     from cutcheck.model.errors import RestoreRefused
     from cutcheck.model.graph import JobGraph
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RunContext
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 
@@ -104,7 +104,7 @@ def flink_refusal(graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int
     return None
 
 
-def judge_restore(engine: Engine, done: CompletedCheckpoint, refusal: RestoreRefused | None) -> None:
+def judge_restore(engine: RunContext, done: CompletedCheckpoint, refusal: RestoreRefused | None) -> None:
     """RESTORE_JUDGED for one restore of ``done`` at the engine's current parallelism."""
     if refusal is None and done.parallelism == engine.parallelism:
         return  # the common restore: nothing changes parallelism, Flink restores one to one

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TraceRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
@@ -21,7 +21,7 @@ ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 class ChannelTrace(list):
     """A list of protocol events (what the checker reads) plus, in parallel, the step of each."""
 
-    def __init__(self, engine: Engine, key: ChannelKey, mode: str, gate: int):
+    def __init__(self, engine: TraceRun, key: ChannelKey, mode: str, gate: int):
         super().__init__()
         self.engine = engine
         self.key = key
@@ -47,7 +47,7 @@ class ChannelTrace(list):
             self.started.add(event[1])
 
 
-def channel_mode(engine: Engine, edge: int) -> str:
+def channel_mode(engine: TraceRun, edge: int) -> str:
     """The protocol mode a channel runs: forced aligned where Flink never goes unaligned (facts §3.7)."""
     mode = engine.scenario.checkpoint.mode
     if mode in ("unaligned", "aligned_timeout") and not engine.edge_unaligned.get(edge, True):
@@ -55,7 +55,7 @@ def channel_mode(engine: Engine, edge: int) -> str:
     return mode
 
 
-def new_trace(engine: Engine, key: ChannelKey, gate: int) -> ChannelTrace | None:
+def new_trace(engine: TraceRun, key: ChannelKey, gate: int) -> ChannelTrace | None:
     if engine.trace_suspended:
         return None
     trace = engine.traces.get(key)
@@ -66,7 +66,7 @@ def new_trace(engine: Engine, key: ChannelKey, gate: int) -> ChannelTrace | None
     return trace
 
 
-def on_complete(engine: Engine, done: Any) -> None:
+def on_complete(engine: TraceRun, done: Any) -> None:
     """("complete", cp, observation): what the engine persisted for this channel, in protocol numbers."""
     for key, trace in engine.traces.items():
         if done.cp not in trace.started:
@@ -86,13 +86,13 @@ def on_complete(engine: Engine, done: Any) -> None:
         trace.completed[done.cp] = trace.base + down.processed[key]
 
 
-def on_abort(engine: Engine, cp: int) -> None:
+def on_abort(engine: TraceRun, cp: int) -> None:
     for trace in engine.traces.values():
         if cp in trace.started:
             trace.append(("abort", cp))
 
 
-def on_restore(engine: Engine, cp: int) -> None:
+def on_restore(engine: TraceRun, cp: int) -> None:
     """After a restore each channel numbers its records from 0 again, starting with the restored
     input state; in the protocol, numbering goes on from the consumer's snapshot point."""
     for trace in engine.traces.values():
@@ -114,7 +114,7 @@ def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None
                                         "step": step, "event": list(event)}) + "\n")
 
 
-def _sid(engine: Engine, vertex: str, index: int) -> Any:
+def _sid(engine: TraceRun, vertex: str, index: int) -> Any:
     from cutcheck.model.execution import SubtaskId
 
     return SubtaskId(vertex, index)

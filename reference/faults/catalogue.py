@@ -1,6 +1,6 @@
 """The mutant catalogue: every fault, by name (docs/design.md "Mutants").
 
-Each fault is a re-created bug that replaces one rule at one seam (``reference.faults.seams``);
+Each fault is a re-created bug that replaces one rule at one seam (``reference.core.seams``);
 ``verify`` must kill every one that is not ``test_only``. The layer modules are imported here so that
 their faults register; the seams themselves register when the engine's rooms are imported.
 """
@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cutcheck.model.errors import InvalidArgument
+from cutcheck.reference.core.seams import Fault, Rules, faults
 from cutcheck.reference.faults import (  # noqa: F401 (registers)
     barriers,
     batch,
@@ -20,7 +21,6 @@ from cutcheck.reference.faults import (  # noqa: F401 (registers)
     sinks,
     storage,
 )
-from cutcheck.reference.faults.seams import Fault, Rules, faults
 
 CATALOGUE: dict[str, Fault] = faults()
 MUTANTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if not f.test_only}
@@ -51,9 +51,9 @@ def catalogue_table() -> list[str]:
     """The catalogue as Markdown rows (docs/design.md section 7 holds them; a test keeps them equal)."""
     import importlib
 
-    for room in ("engine", "batch", "recovery.rescale", "storage.fs", "storage.rules", "storage.run"):
+    for room in ("engine", "batch", "recovery.rescale", "storage.fs", "storage.rules", "run_storage"):
         importlib.import_module(f"cutcheck.reference.{room}")  # their import registers the seams
-    from cutcheck.reference.faults.seams import seams
+    from cutcheck.reference.core.seams import seams
     from cutcheck.reference.recovery import rescale as _rescale  # noqa: F401
     from cutcheck.reference.storage import fs, rules  # noqa: F401
 

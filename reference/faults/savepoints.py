@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from cutcheck.reference.faults.seams import Fault, Layer
+from cutcheck.reference.core.seams import Fault, Layer
 
 
 class SavepointAsPriorityBarrier(Fault):

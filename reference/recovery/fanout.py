@@ -22,14 +22,14 @@ from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.runtime.records import RID, filter_keeps
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 Counts = list[int]  # per rid (dense over all sources): copies
 
 
 class BroadcastFanout:
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: RecoveryRun):
         self.graph = engine.graph
         self.expect = engine.expect
         self.total = engine.expect.total_records
@@ -40,7 +40,7 @@ class BroadcastFanout:
         self._expected: Counts | None = None
 
     @classmethod
-    def of(cls, engine: Engine) -> BroadcastFanout:
+    def of(cls, engine: RecoveryRun) -> BroadcastFanout:
         fanout = getattr(engine, "broadcast_fanout", None)
         if fanout is None:
             fanout = cls(engine)
@@ -152,7 +152,7 @@ class BroadcastFanout:
         return max(1, layout.records), table
 
 
-def after_restore(engine: Engine, done: CompletedCheckpoint | None) -> None:
+def after_restore(engine: RecoveryRun, done: CompletedCheckpoint | None) -> None:
     """Keep the oracle's expected copies right after a restore (or restart) at other parallelisms."""
     if not any(e.partitioner == "broadcast" for e in engine.graph.edges):
         return

@@ -17,10 +17,10 @@ from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RecoveryRun
 
 
-def global_failover(engine: Engine, target: str, failure_index: int | None) -> None:
+def global_failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
     engine.event("failure", target)
     engine.restarts += 1
     engine.coordinator.abort_all("job failover", "JOB_FAILURE")
@@ -64,7 +64,7 @@ def global_failover(engine: Engine, target: str, failure_index: int | None) -> N
     engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
 
 
-def restore_state(engine: Engine, done: CompletedCheckpoint, only: Collection[SubtaskId] | None = None) -> dict[str, Any]:
+def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collection[SubtaskId] | None = None) -> dict[str, Any]:
     """Give every new subtask its operator state and every new channel its in-flight data; with
     ``only`` (region failover), only those subtasks and the channels into them."""
     if done.parallelism != engine.parallelism:
@@ -99,7 +99,7 @@ def restore_state(engine: Engine, done: CompletedCheckpoint, only: Collection[Su
     return report
 
 
-def install_channel_state(engine: Engine, channel_states: dict[tuple[int, int, int], tuple[list[Buf], list[Buf]]],
+def install_channel_state(engine: RecoveryRun, channel_states: dict[tuple[int, int, int], tuple[list[Buf], list[Buf]]],
                           only: Collection[SubtaskId] | None = None) -> None:
     """Recovered input first (sequence numbers from 0), then recovered output, then live data."""
     for sp in engine.subpartitions:

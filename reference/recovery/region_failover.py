@@ -22,19 +22,19 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.regions import failover_set, pipelined_regions
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RecoveryRun
 
 STRATEGIES = ("region", "full")
 
 
-def strategy(engine: Engine) -> str:
+def strategy(engine: RecoveryRun) -> str:
     return str(engine.scenario.extra.get("failover_strategy", "region"))
 
 
-def failover(engine: Engine, target: str, failure_index: int | None) -> None:
+def failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
     """Restart the failed task's region, or the whole job where Flink would."""
     from cutcheck.reference.recovery.recovery import global_failover
 
@@ -52,7 +52,7 @@ def restarts_whole_region() -> bool:
     return True
 
 
-def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -> frozenset[SubtaskId] | None:
+def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | None) -> frozenset[SubtaskId] | None:
     if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules.restarts_whole_region():
         return None
     if any(r.on_failure == failure_index for r in engine.scenario.rescales):
@@ -74,7 +74,7 @@ def _region_to_restart(engine: Engine, target: str, failure_index: int | None) -
     return restart if restart and restart != frozenset(engine.tasks) else None
 
 
-def region_failover(engine: Engine, target: str, restart: frozenset[SubtaskId]) -> None:
+def region_failover(engine: RecoveryRun, target: str, restart: frozenset[SubtaskId]) -> None:
     from cutcheck.reference.recovery.recovery import restore_state
     from cutcheck.reference.shuffle.service import ShuffleService
 
@@ -110,7 +110,7 @@ def region_failover(engine: Engine, target: str, restart: frozenset[SubtaskId]) 
     engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
 
 
-def _trace_restore(engine: Engine, restart: frozenset[SubtaskId], cp: int | None) -> None:
+def _trace_restore(engine: RecoveryRun, restart: frozenset[SubtaskId], cp: int | None) -> None:
     """The region's channels restore (as ``reference.checks.tracing.on_restore`` does for all); a region
     that starts from scratch has no restore event in the protocol, so its channels stop recording."""
     for (edge, _, consumer), trace in engine.traces.items():

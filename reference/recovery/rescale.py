@@ -32,14 +32,14 @@ from cutcheck.model.partitioning import (
     subtask_state_mapper,
 )
 from cutcheck.reference.checks.invariants import order_checked_edges
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
 from cutcheck.reference.runtime.records import KEY
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index), as TaskSnapshot keys
@@ -102,7 +102,7 @@ def committables_to_redistribute(per_old_subtask: list[list[Any]], new_p: int) -
     return split_distribute([list(e) for pending in per_old_subtask for e in pending], new_p)
 
 
-def assign_operator_state(engine: Engine, done: CompletedCheckpoint) -> dict[SubtaskId, dict[str, Any]]:
+def assign_operator_state(engine: RecoveryRun, done: CompletedCheckpoint) -> dict[SubtaskId, dict[str, Any]]:
     """Every new subtask's operator state, from the old subtasks' snapshots in ``done``."""
     graph = engine.graph
     states: dict[SubtaskId, dict[str, Any]] = {}
@@ -203,7 +203,7 @@ def _owned_by(selector: Any, d: int) -> Callable[[tuple], bool]:
     return lambda rec: select(rec[KEY]) == d
 
 
-def _redistribute_edge(engine: Engine, done: CompletedCheckpoint, edge: Edge, vchannels: VirtualChannels,
+def _redistribute_edge(engine: RecoveryRun, done: CompletedCheckpoint, edge: Edge, vchannels: VirtualChannels,
                        report: EdgeReport, out: dict[ChannelKey, ChannelState]) -> bool:
     """Place one edge's virtual channels on the new channels; True when a new subtask of a
     spreading edge received in-flight data of another old subtask (per-split order merges)."""
@@ -279,7 +279,7 @@ def channel_state_to_assign(edge: Any, vchannels: dict[Any, ChannelState], state
     return vchannels
 
 
-def assign_channel_states(engine: Engine, done: CompletedCheckpoint
+def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
                           ) -> tuple[dict[ChannelKey, ChannelState], dict[int, EdgeReport], set[str]]:
     """New channel -> (recovered input, recovered output); per-edge reports; vertices whose
     per-split order merged (see :func:`_lose_order_after_merge`)."""
@@ -315,7 +315,7 @@ def assign_channel_states(engine: Engine, done: CompletedCheckpoint
 
 
 # ------------------------------------------------------------------------------------------- ORDER
-def _lose_order_after_merge(engine: Engine, merged: set[str]) -> list[int]:
+def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
     """Stop promising ORDER downstream of a vertex whose in-flight data merged.
 
     On a spreading edge (rebalance, shuffle) every old consumer subtask held a slice of each split;
@@ -339,7 +339,7 @@ def _lose_order_after_merge(engine: Engine, merged: set[str]) -> list[int]:
 
 
 # -------------------------------------------------------------------------------------------- entry
-def rescaled_assignment(engine: Engine, done: CompletedCheckpoint
+def rescaled_assignment(engine: RecoveryRun, done: CompletedCheckpoint
                         ) -> tuple[dict[SubtaskId, dict[str, Any]], dict[ChannelKey, ChannelState], dict[str, Any]]:
     """Operator state per new subtask, channel state per new channel, and the restore report."""
     from cutcheck.reference.recovery.fanout import after_restore

@@ -25,7 +25,7 @@ from cutcheck.model.errors import InvalidArgument, ScenarioError
 from cutcheck.model.sections import Field, Section, int_fields
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TaskRun
     from cutcheck.reference.runtime.network import InputGate
 
 MILLIS_IN_SECOND = 1000
@@ -244,17 +244,17 @@ class Debloating:
         self.stats = DebloatStats(min_size=max_buffer)
 
     @classmethod
-    def of(cls, engine: Engine) -> Debloating | None:
+    def of(cls, engine: TaskRun) -> Debloating | None:
         net = engine.scenario.network
         cfg = DebloatConfig.from_json(engine.scenario.extra.get("debloat"), net.buffer_bytes)
         return cls(cfg, net.buffer_bytes, net.record_bytes) if cfg.enabled else None
 
-    def attach(self, engine: Engine, gate: InputGate) -> None:
+    def attach(self, engine: TaskRun, gate: InputGate) -> None:
         c = self.config
         gate.debloat = GateDebloat(ThroughputCalculator(lambda: engine.step),
                                    BufferDebloater(gate.index, c.target, self.max_buffer, c.min_buffer, c.threshold, c.samples))
 
-    def on_step(self, engine: Engine) -> None:
+    def on_step(self, engine: TaskRun) -> None:
         """At the start of a step: account the bytes consumed in the last step, recalculate when the
         period is due, then run or pause each gate's clock by whether its task has data to process."""
         due = engine.step >= self.next_due
@@ -276,7 +276,7 @@ class Debloating:
                 else:
                     gd.calculator.pause_measurement()
 
-    def _recalculate(self, engine: Engine, task: Any, gate: InputGate, gd: GateDebloat) -> None:
+    def _recalculate(self, engine: TaskRun, task: Any, gate: InputGate, gd: GateDebloat) -> None:
         throughput = gd.calculator.calculate_throughput()
         # Buffers in use: data buffers a channel holds (exclusive and floating), plus queued recovered ones.
         in_use = sum(ch.nbuf + len(ch.recovered) for ch in gate.channels)
@@ -299,7 +299,7 @@ class Debloating:
         engine.event("debloat", f"{task.sid} gate {gate.index}: buffer size {old} -> {new} B, throughput {throughput} "
                                 f"B per 1000 steps, buffers in use {in_use}, estimated time to consume {estimate} steps")
 
-    def summary(self, engine: Engine) -> dict[str, Any]:
+    def summary(self, engine: TaskRun) -> dict[str, Any]:
         s = self.stats
         return {"config": self.config.to_json(), "announcements": s.announcements,
                 "recalculations": s.recalculations, "min_buffer_size": s.min_size,
@@ -308,7 +308,7 @@ class Debloating:
                 "estimated_time_to_consume_max": s.last_estimate_max}
 
 
-def current_buffer_size(engine: Engine) -> int:
+def current_buffer_size(engine: TaskRun) -> int:
     """The mean announced buffer size over the job's (pipelined) subpartitions, in bytes."""
     sps = engine.subpartitions
     return sum(sp.buffer_size for sp in sps) // len(sps) if sps else engine.scenario.network.buffer_bytes

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.keygroups import assign_to_key_group, key_group_range
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.records import (
     COUNT,
     COUNTER,

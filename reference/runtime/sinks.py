@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.operators import Operator
 
 if TYPE_CHECKING:

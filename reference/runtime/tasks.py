@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.checkpointing.barriers import HandlerState, WaitingForFirstBarrier
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
@@ -27,7 +26,7 @@ from cutcheck.reference.runtime.operators import make_operator
 from cutcheck.reference.runtime.records import KEY
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import BarrierHandler, TaskRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
@@ -50,7 +49,7 @@ class TaskSnapshot:
 
 
 class Task:
-    def __init__(self, engine: Engine, sid: SubtaskId, parallelism: int, max_parallelism: int):
+    def __init__(self, engine: TaskRun, sid: SubtaskId, parallelism: int, max_parallelism: int):
         self.engine = engine
         self.sid = sid
         self.vertex = engine.graph.vertex(sid.vertex)
@@ -60,7 +59,7 @@ class Task:
         self.gates: list[InputGate] = []
         self.channels: list[InputChannel] = []
         self.partitions: list[ResultPartition] = []
-        self.handler: HandlerState = WaitingForFirstBarrier()
+        self.handler: BarrierHandler = engine.new_barrier_handler()  # checkpointing.barriers, through the run
         self.finished = False  # no more input (or, for a source, no more records); EndOfPartition sent
         self.last_cp = 0
         self.snapshots: dict[int, TaskSnapshot] = {}
@@ -234,13 +233,11 @@ class Task:
             # Our inputs ended before the barriers of a pending checkpoint reached us (the upstream
             # snapshotted after its end of partition): every input record is processed, so the
             # snapshot is taken now, and its barriers go out ahead of our own end of partition.
-            from cutcheck.reference.checkpointing.snapshots import snapshot_task
-
             for cp, pending in sorted(self.engine.coordinator.pending.items()):
                 if cp > self.last_cp and cp not in self.snapshots:
                     self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
                     b = Barrier(cp, pending.kind, pending.options, pending.trigger_step)
-                    snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
+                    self.engine.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
         for p in self.partitions:
             for sp in p.subpartitions:
                 sp.queue.append(END_OF_PARTITION)
@@ -323,9 +320,8 @@ class Task:
 
     def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
                       first: InputChannel | None = None) -> None:
-        from cutcheck.reference.checkpointing.snapshots import snapshot_task
 
-        snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
+        self.engine.snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
 
     def input_side_done(self, cp: int) -> None:
         snap = self.snapshots.get(cp)

@@ -19,7 +19,7 @@ Two implementations, chosen per edge by its ``exchange``:
 
 Job-level ``reference.shuffle.service.ShuffleService.deploy`` wires a set of subtasks through these
 interfaces; the streaming
-engine deploys every subtask at once (``reference.runtime.wiring.build_runtime``), the batch engine one
+engine deploys every subtask at once (``reference.shuffle.wiring.build_runtime``), the batch engine one
 pipelined region at a time (``reference.batch``).
 """
 
@@ -50,7 +50,7 @@ from cutcheck.reference.runtime.network import (
 from cutcheck.reference.runtime.tasks import Task
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TaskRun
 
 EXCHANGES = ("pipelined", "blocking")
 
@@ -115,7 +115,7 @@ class ShuffleEnvironment(Protocol):
 
 
 # ------------------------------------------------------------------------------ shared pieces
-def _new_partition(engine: Engine, task: Task, edge_key: int, chans: list[Channel]) -> ResultPartition:
+def _new_partition(engine: TaskRun, task: Task, edge_key: int, chans: list[Channel]) -> ResultPartition:
     """A writer's result partition: pool, channel selector and one subpartition per channel."""
     net, graph = engine.scenario.network, engine.graph
     edge = graph.edge(edge_key)
@@ -140,7 +140,7 @@ def _new_partition(engine: Engine, task: Task, edge_key: int, chans: list[Channe
 class _GateFactory:
     """SingleInputGateFactory: gates with credits (and a debloater each, when debloating is on)."""
 
-    engine: Engine
+    engine: TaskRun
 
     def create_input_gates(self, task: Task, gates: dict[int, list[Channel]]) -> list[InputGate]:
         net = self.engine.scenario.network
@@ -176,7 +176,7 @@ class PipelinedShuffleMaster:
 class PipelinedShuffleEnvironment(_GateFactory):
     """In-memory, credit-based exchanges: subpartitions are connected to input channels directly."""
 
-    def __init__(self, engine: Engine, worker: int):
+    def __init__(self, engine: TaskRun, worker: int):
         self.engine = engine
         self.worker = worker
         self.partitions: dict[ResultPartitionID, ResultPartition] = {}
@@ -321,7 +321,7 @@ class BlockingReader:
 
 
 class BlockingShuffleEnvironment(_GateFactory):
-    def __init__(self, engine: Engine, worker: int, master: BlockingShuffleMaster):
+    def __init__(self, engine: TaskRun, worker: int, master: BlockingShuffleMaster):
         self.engine = engine
         self.worker = worker
         self.master = master

@@ -39,7 +39,7 @@ from typing import Any
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.checks.coverage import note
-from cutcheck.reference.faults.seams import Rules
+from cutcheck.reference.core.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
     dumps,

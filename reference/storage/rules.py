@@ -1,4 +1,4 @@
-"""The rules of checkpoint storage that a fault may replace (reference.faults.seams), stated once.
+"""The rules of checkpoint storage that a fault may replace (reference.core.seams), stated once.
 
 ``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules``; the registry's own
 ownership rule lives with the registry (reference.storage.shared_registry.registry_may_discard).
@@ -6,7 +6,7 @@ ownership rule lives with the registry (reference.storage.shared_registry.regist
 
 from __future__ import annotations
 
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 
 
 @seam

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from cutcheck.reference.faults.seams import seam
+from cutcheck.reference.core.seams import seam
 
 
 @seam

@@ -8,8 +8,8 @@ from typing import Any
 import pytest
 
 from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.core.seams import Layer
 from cutcheck.reference.faults.catalogue import CATALOGUE
-from cutcheck.reference.faults.seams import Layer
 from tests.reference.helpers import scenario
 
 # Fail count[0] after checkpoint 1, then count[1] after checkpoint 3: the second failure restores a

@@ -9,8 +9,8 @@ import pytest
 
 import cutcheck.reference.engine  # noqa: F401 (imports the rooms, which register their seams)
 from cutcheck.reference.batch import BatchEngine  # noqa: F401
+from cutcheck.reference.core.seams import Layer, Rules, seams
 from cutcheck.reference.faults.catalogue import CATALOGUE, MUTANTS, Mutants
-from cutcheck.reference.faults.seams import Layer, Rules, seams
 from cutcheck.reference.recovery import (
     region_failover,  # noqa: F401
     rescale,  # noqa: F401

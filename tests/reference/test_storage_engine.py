@@ -13,12 +13,12 @@ import pytest
 
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.run_storage import open_storage
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.config import StorageConfig
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import inspect
 from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
-from cutcheck.reference.storage.run import open_storage
 from tests.reference.helpers import EXAMPLES, scenario
 from tests.reference.test_storage_support import norm
 

@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.kinds import RestoreMode
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.faults.catalogue import Mutants
-from cutcheck.reference.faults.seams import seam
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, StorageConfig, restore_section
 from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target

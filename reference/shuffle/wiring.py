@@ -14,10 +14,10 @@ from cutcheck.reference.runtime.network import OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 
 if TYPE_CHECKING:
-    from cutcheck.reference.engine import Engine
+    from cutcheck.reference.core.doors import TaskRun
 
 
-def build_runtime(engine: Engine) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
+def build_runtime(engine: TaskRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle.service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
     from cutcheck.reference.shuffle.service import ShuffleService
