@@ -1,0 +1,73 @@
+"""The house: which room imports which, who may see the Engine, and how big a module may grow."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import networkx as nx
+
+ROOT = Path(__file__).resolve().parents[1]
+NOT_PACKAGE = {"tests", "benchmarks", "build", "docs", "examples", ".git", ".venv", "venv"}
+# The loop's own room (the engines and how a run opens its storage) and the simulate entry point.
+MAY_IMPORT_ENGINE = {"cutcheck.reference.batch", "cutcheck.reference.run_storage", "cutcheck.reference.simulate"}
+
+
+def _modules() -> dict[str, ast.Module]:
+    found = {}
+    for path in ROOT.rglob("*.py"):
+        rel = path.relative_to(ROOT)
+        if set(rel.parts) & NOT_PACKAGE or any(p.endswith(".egg-info") for p in rel.parts):
+            continue
+        parts = list(rel.with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        found[".".join(["cutcheck", *parts])] = ast.parse(path.read_text())
+    return found
+
+
+def _imports(tree: ast.Module) -> list[str]:
+    """Every import of ours in a module: top level, function-local and TYPE_CHECKING alike."""
+    out = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("cutcheck"):
+            out.append(node.module)
+            out.extend(f"{node.module}.{a.name}" for a in node.names)
+        elif isinstance(node, ast.Import):
+            out.extend(a.name for a in node.names if a.name.startswith("cutcheck"))
+    return out
+
+
+def _room(module: str, rooms: set[str]) -> str:
+    """A module's room: the deepest subpackage of cutcheck.reference, else the top-level subpackage."""
+    parts = module.split(".")
+    if len(parts) > 2 and parts[1] == "reference" and ".".join(parts[:3]) in rooms:
+        return ".".join(parts[:3])
+    return ".".join(parts[:2])
+
+
+def test_no_import_cycle_between_rooms() -> None:
+    modules = _modules()
+    rooms = {m for m in modules if (ROOT / Path(*m.split(".")[1:]) / "__init__.py").is_file() and m.count(".") == 2
+             and m.startswith("cutcheck.reference.")}
+    graph = nx.DiGraph()
+    for name, tree in modules.items():
+        for target in _imports(tree):
+            a, b = _room(name, rooms), _room(target, rooms)
+            if a != b and target.split(".")[0] == "cutcheck" and len(target.split(".")) > 1:
+                graph.add_edge(a, b)
+    assert "cutcheck.reference.runtime" in graph and "cutcheck.model" in graph  # the graph is not empty
+    cycles = sorted(nx.simple_cycles(graph), key=len)
+    assert cycles == [], f"import cycles between rooms, e.g. {' -> '.join(cycles[0])}"
+
+
+def test_only_the_loop_and_simulate_import_the_engine() -> None:
+    importers = {name for name, tree in _modules().items()
+                 if any(t in ("cutcheck.reference.engine", "cutcheck.reference.engine.Engine") for t in _imports(tree))}
+    assert importers - {"cutcheck.reference.engine"} <= MAY_IMPORT_ENGINE, importers
+
+
+def test_every_module_is_under_about_four_hundred_lines() -> None:
+    big = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
+           if not set(p.relative_to(ROOT).parts) & NOT_PACKAGE and (n := len(p.read_text().splitlines())) > 400}
+    assert big == {}
