@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from cutcheck.commands.fuzz import _example_scenarios
+from cutcheck.commands.verify import _example_scenarios
 from cutcheck.model.errors import CutcheckError
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -172,6 +172,7 @@ def test_verify_names_what_each_check_asserted_and_reports_values(work: Path, mo
     from cutcheck import proofs, spark_validation
     from cutcheck.cli import app
     from cutcheck.proofs.registry import ProofResult
+    from cutcheck.reference.faults.catalogue import MUTANTS
     from cutcheck.reference.fuzzing import campaigns as fz
 
     monkeypatch.setattr(proofs, "run", lambda: [
@@ -190,7 +191,7 @@ def test_verify_names_what_each_check_asserted_and_reports_values(work: Path, mo
     res = CliRunner().invoke(app, ["verify", "--examples", str(examples), "--work-dir", "vw", "--json", "v.json"])
     assert res.exit_code == 0, res.output
     for text in ("proofs", "negative controls", "1 of 1 proved", "1 of 1 refuted", "3 scenarios ran", "mutants",
-                 "8 of 8 found", "no-output-state: found by CUT", "example a-scenario-with-a-rather-long-name-that-must-not-be-cut", "spark validation",
+                 f"{len(MUTANTS)} of {len(MUTANTS)} found", "no-output-state: found by CUT", "example a-scenario-with-a-rather-long-name-that-must-not-be-cut", "spark validation",
                  "What each check asserts", "injected", "exactly once", "everything holds in"):
         assert text in res.output, text
     assert "…" not in res.output
