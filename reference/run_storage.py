@@ -12,6 +12,7 @@ records still in flight after their keyed vertex.
 
 from __future__ import annotations
 
+import os
 from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -22,9 +23,11 @@ from cutcheck.model.kinds import RestoreMode
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
-from cutcheck.reference.storage.config import RESTORE_MODES, StorageConfig, restore_section
+from cutcheck.reference.storage.config import RESTORE_MODES, ResubmitFrom, StorageConfig, restore_section
+from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target
 from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.meta import referenced_files
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -46,6 +49,25 @@ def open_storage(scenario: Scenario, *, checkpoint_dir: str | Path | None = None
         return None, (load_restore_target(path)[0] if path is not None else None)
     storage = FsCheckpointStorage(config, restore=path, restore_mode=mode, rules=Mutants.of(list(scenario.mutants)).rules())
     return storage, storage.restored
+
+
+def resubmit_target(storage: FsCheckpointStorage, source: ResubmitFrom, savepoints: list[int]) -> str | None:
+    """The directory a resubmitted job restores from: the ended job's latest retained checkpoint, or
+    the latest of its completed ``savepoints`` (ids) still on disk; None when it has none."""
+    if source is ResubmitFrom.CHECKPOINT:
+        held = [h for h in storage.held if h.kind == "checkpoint"]
+        return held[-1].path if held else None
+    # A savepoint leaves the completed-checkpoint store when a later checkpoint subsumes it, but its
+    # self-contained directory stays (it is the user's): find it by the job and id its metadata names.
+    prefix, best = f"{SAVEPOINT_PREFIX}{storage.job[:6]}-", (0, None)
+    for name in sorted(os.listdir(storage.base)):
+        directory = os.path.join(storage.base, name)
+        if not (name.startswith(prefix) and os.path.exists(os.path.join(directory, METADATA))):
+            continue
+        refs = referenced_files(directory)
+        if refs.job == storage.job and refs.kind == "savepoint" and refs.id in savepoints and refs.id > best[0]:
+            best = (refs.id, directory)
+    return best[1]
 
 
 @seam

@@ -87,7 +87,7 @@ class Rescale:
 # sections are their subsystems' (validated here all the same, before a run starts).
 TOP = Section("", {
     **{name: Field() for name in ("graph", "checkpoint", "network", "schedule", "failures", "rescales", "mutants",
-                                  "savepoints", "debloat", "storage", "restore", "batch")},
+                                  "savepoints", "debloat", "storage", "restore", "resubmit", "batch")},
     "seed": Field(int, low=0, default=0),
     "max_steps": Field(int, low=1, default=1_000_000),
     "workers": Field(int, low=1, nullable=True, says="a positive integer or absent"),
@@ -192,16 +192,18 @@ class Scenario:
                 raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
         seed, max_steps, workers = top["seed"], top["max_steps"], top.get("workers")
         check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
-        extra = {k: data[k] for k in ("debloat", "storage", "restore", "batch", "failover_strategy") if k in data}
+        extra = {k: data[k] for k in ("debloat", "storage", "restore", "resubmit", "batch", "failover_strategy")
+                 if k in data}
         from cutcheck.reference.batch import BatchConfig
         from cutcheck.reference.runtime.debloat import DebloatConfig
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
         BatchConfig.from_json(extra.get("batch"), where)
-        from cutcheck.reference.storage.config import restore_section, validate
+        from cutcheck.reference.storage.config import restore_section, resubmit_section, validate
 
         validate(extra.get("storage"), where)  # the storage and restore sections, read when the run opens storage
         restore_section(extra.get("restore"), where)
+        resubmit_section(extra.get("resubmit"), where, storage="storage" in extra, restore="restore" in extra)
         if isinstance(graph_ref, str) and not Path(graph_ref).is_absolute():
             graph_ref = str(base / graph_ref)
         return cls(graph, graph_ref, seed, checkpoint, network, schedule, failures, rescales, mutants, max_steps,

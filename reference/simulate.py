@@ -23,6 +23,7 @@ from cutcheck.reference.checks.oracle import ExactlyOnce
 from cutcheck.reference.logs import RunLogWriter
 from cutcheck.reference.runtime.scheduler import Chooser
 from cutcheck.reference.scenario import Scenario, check_budgets
+from cutcheck.reference.storage.config import resubmit_section
 
 VERSION = "0.1.0"
 PROGRESS_EVERY = 20_000  # chosen actions between two progress reports
@@ -131,27 +132,63 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
     check_budgets(scenario.graph, "scenario")  # again: a Scenario may have been built in code
     if max_steps is not None and max_steps < 1:
         raise ScenarioError(f"max_steps must be at least 1, got {max_steps}.")
+    resubmit = resubmit_section(scenario.extra.get("resubmit"), storage="storage" in scenario.extra,
+                                restore="restore" in scenario.extra or restore is not None)
     restored = None
     if storage is None:
         from cutcheck.reference.run_storage import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
+    elif resubmit is not None:
+        raise ScenarioError("resubmit opens the storage of both jobs itself; call simulate without storage=.")
+    if resubmit is not None and storage is None:
+        raise ScenarioError("resubmit needs on-disk checkpoints, but the storage section has no dir; give storage.dir "
+                            "or --checkpoint-dir.")
+    run = _Job(chooser=chooser, trace=trace, max_steps=max_steps, progress=progress)
+    plan = None
+    if resubmit is not None:
+        from cutcheck.reference.resubmit import ResubmitPlan
+
+        plan = ResubmitPlan(resubmit, storage)
     logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None
     try:
-        result = _run(scenario, logs, chooser=chooser, storage=storage, trace=trace, max_steps=max_steps,
-                      restored=restored, progress=progress)
+        result = run(scenario, logs, storage, restored, keep_logs=plan.decide if plan is not None else None)
     except BaseException:
         if logs is not None:
             logs.discard()  # never a half-written run directory left behind (failure or Ctrl-C)
         raise
+    if plan is not None and plan.target is not None:  # the first job's logs were discarded: the directory is the second's
+        result = plan.second_job(scenario, result, run, checkpoint_dir=checkpoint_dir, out_dir=out_dir, force=force)
     run_dir = result.run_dir
     result.replay = replay_command((run_dir / "scenario.json") if run_dir else "SCENARIO.json", scenario.seed,
                                    run_dir.parent / f"{run_dir.name}-replay" if run_dir else None)
+    if resubmit is not None and checkpoint_dir is not None:  # both jobs need a fresh on-disk base to replay
+        result.replay += f" --checkpoint-dir {Path(checkpoint_dir).parent / (Path(checkpoint_dir).name + '-replay')}"
     return result
 
 
+@dataclass(frozen=True, slots=True)
+class _Job:
+    """How each job of a simulate call runs (a resubmitted scenario runs two)."""
+
+    chooser: Chooser | None
+    trace: bool
+    max_steps: int | None
+    progress: Progress | None
+
+    def __call__(self, scenario: Scenario, logs: RunLogWriter | None, storage: Any, restored: Any, *,
+                 sections: dict[str, Any] | None = None, keep_logs: Callable[[RunResult], bool] | None = None,
+                 as_written: Scenario | None = None) -> RunResult:
+        return _run(scenario, logs, chooser=self.chooser, storage=storage, trace=self.trace, max_steps=self.max_steps,
+                    restored=restored, progress=self.progress, sections=sections or {}, keep_logs=keep_logs,
+                    as_written=as_written or scenario)
+
+
 def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | None, storage: Any, trace: bool,
-         max_steps: int | None, restored: Any, progress: Progress | None) -> RunResult:
+         max_steps: int | None, restored: Any, progress: Progress | None, sections: dict[str, Any],
+         keep_logs: Callable[[RunResult], bool] | None, as_written: Scenario) -> RunResult:
+    """One job. ``keep_logs(result)``, asked before the logs are written, may discard them (the run
+    directory then belongs to a later job); ``as_written`` is the scenario the run directory replays."""
     engine = make_engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
                          restore=restored)
     if progress is not None:
@@ -180,18 +217,22 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
     ]
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,
                        engine.restore_reports, complete=not stopped,
-                       never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage)
+                       never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage,
+                       sections=dict(sections))
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:
         result.sections["debloat"] = engine.debloat.summary(engine)
     if isinstance(engine, BatchEngine):
         result.sections["batch"] = engine.batch_summary()
-    if logs is not None:
+    keep = keep_logs(result) if keep_logs is not None else True
+    if logs is not None and not keep:
+        logs.discard()
+    elif logs is not None:
         for s in engine.coordinator.stats:
             logs.checkpoint(s)
         logs.write_input(engine.expect, engine.oracle.expected_copies)
-        scen_json = scenario.to_json()
+        scen_json = as_written.to_json()
         if engine.tracing:
             from cutcheck.reference.checks.tracing import write_traces
 

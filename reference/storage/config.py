@@ -12,6 +12,7 @@ is the marker replaced in data-file paths (facts §5.6), off by default.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from cutcheck.model.errors import ScenarioError
@@ -32,6 +33,18 @@ STORAGE = Section("storage", {
     "entropy_length": Field(int, low=1, default=4, says="a positive integer (s3.entropy.length)"),
     "restore_mode": Field(str, choices=RESTORE_MODES, default="no_claim"),
 })
+
+
+class ResubmitFrom(StrEnum):
+    """What a resubmitted job restores from: the first job's latest retained checkpoint, or its latest savepoint."""
+
+    CHECKPOINT = "checkpoint"
+    SAVEPOINT = "savepoint"
+
+
+RESUBMIT = Section("resubmit", {"from": Field(str, choices=values(ResubmitFrom)),
+                                "mode": Field(str, choices=RESTORE_MODES, default="no_claim")},
+                   shape="an object with 'from' (checkpoint or savepoint) and optional 'mode' (claim or no_claim)")
 RESTORE = Section("restore", {"path": Field(str), "mode": Field(str, choices=RESTORE_MODES, nullable=True)},
                   shape="an object with 'path' (a chk-N or savepoint directory) and optional 'mode'")
 
@@ -78,3 +91,27 @@ def restore_section(raw: Any, where: str = "scenario") -> tuple[str | None, Rest
         raise ScenarioError(f"{RESTORE.at(where)}: must be {RESTORE.shape}.")
     mode = sec.get("mode")
     return sec["path"], None if mode is None else RestoreMode(mode)
+
+
+@dataclass(frozen=True, slots=True)
+class Resubmit:
+    """The scenario's ``resubmit`` section: after the job ends clean, a second job restores from it."""
+
+    source: ResubmitFrom
+    mode: RestoreMode
+
+
+def resubmit_section(raw: Any, where: str = "scenario", *, storage: bool = True, restore: bool = False) -> Resubmit | None:
+    """The ``resubmit`` section, refused with a ``restore`` section or without a ``storage`` section."""
+    if raw is None:
+        return None
+    sec = RESUBMIT.read(raw, where)
+    if "from" not in sec:
+        raise ScenarioError(f"{RESUBMIT.at(where)}: must be {RESUBMIT.shape}.")
+    if restore:
+        raise ScenarioError(f"{where}: resubmit and restore exclude each other; a resubmitted job restores from the "
+                            "first job's own checkpoint, so drop one of them.")
+    if not storage:
+        raise ScenarioError(f"{where}: resubmit needs on-disk checkpoints; add a storage section (with a dir, or run "
+                            "with --checkpoint-dir).")
+    return Resubmit(ResubmitFrom(sec["from"]), RestoreMode(sec["mode"]))
