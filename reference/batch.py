@@ -33,6 +33,7 @@ from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.model.sections import Field, Section
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.recovery import region_failover  # noqa: F401 (registers a seam ``fail`` consults)
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter, ResultPartitionID
