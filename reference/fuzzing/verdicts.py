@@ -39,26 +39,33 @@ FOCI: dict[str, dict[str, Any]] = {
     "swarm-small": SMALL,
     "unaligned": {**UNALIGNED, **SMALL},
     "storage": {"storage": True, "max_records": 60},
-    "rescale-unaligned": {"rescale": "always", **UNALIGNED, **SMALL},
+    # Keyed state behind a slow vertex: channel state on hash edges, whose key-group ranges a rescale
+    # splits ambiguously (the record filter's case).
+    "rescale-unaligned": {"rescale": "always", "on": (Feature.KEYED_COUNT, Feature.BACKPRESSURE), **UNALIGNED,
+                          **SMALL},
     "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL},
     "savepoints": {"on": (Feature.SAVEPOINT,), "modes": ("unaligned", "aligned_timeout"), **SMALL},
     "recovery": {"on": (Feature.FAILURE, Feature.FAILURE_IN_RECOVERY), **UNALIGNED, **SMALL},
     "rescale": {"rescale": "always", "max_records": 80},
-    "aligned-timeout": {"modes": ("aligned_timeout",), **SMALL},
+    "aligned-timeout": {"modes": ("aligned_timeout",), "on": (Feature.FAILURE,), **SMALL},
     "storage-unaligned": {"storage": True, "on": (Feature.SAVEPOINT, Feature.FAILURE), **UNALIGNED, **SMALL},
-    "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.CUSTOM), **UNALIGNED, **SMALL},
+    # Custom edges only among the unmappable ones, so that some refused restore is the custom edge's.
+    "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.CUSTOM, Feature.BACKPRESSURE),
+                          "off": (Feature.FORWARD, Feature.RESCALE_EDGE, Feature.BROADCAST, Feature.BROADCAST_STATE),
+                          **UNALIGNED, **SMALL},
     "batch": {"batch": True, **SMALL},
-    # At-least-once checkpointing promises no cut after a failure: its traces are judged only on
-    # failure-free runs (the at-least-once sink is the control Flink users pick with it).
-    "at-least-once": {"modes": ("at_least_once",), "off": (Feature.FAILURE,), "on": (Feature.AT_LEAST_ONCE_SINK,),
-                      **SMALL},
+    # At-least-once checkpointing: barriers only tracked, duplicates after a failover accepted
+    # (``_delivered``), expiring checkpoints aborted while tracked.
+    "at-least-once": {"modes": ("at_least_once",), "on": (Feature.AT_LEAST_ONCE_SINK, Feature.FAILURE,
+                                                          Feature.EXPIRY), **SMALL},
     "swarm": {},
 }
-# The order seeds walk the foci in: unaligned jobs (where most bug classes live) come up most often.
+# The order seeds walk the foci in: unaligned jobs (where most bug classes live) come up most often,
+# and rescaled unaligned ones, whose faults show in few of their runs, in one seed of four.
 FEATURE_CYCLE: tuple[str, ...] = (
-    "swarm-small", "unaligned", "storage", "rescale-unaligned", "expiry-unaligned", "savepoints", "recovery",
-    "unaligned", "rescale", "aligned-timeout", "storage-unaligned", "refusable-rescale", "batch",
-    "expiry-unaligned", "at-least-once", "swarm",
+    "swarm-small", "rescale-unaligned", "unaligned", "storage", "rescale-unaligned", "expiry-unaligned",
+    "savepoints", "rescale-unaligned", "recovery", "rescale", "aligned-timeout", "rescale-unaligned",
+    "storage-unaligned", "refusable-rescale", "batch", "at-least-once", "swarm",
 )
 
 
@@ -117,20 +124,30 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
             return _finding(sdict, ENGINE_FAULT, f"{type(exc).__name__}: {exc}")
     cov.merge(result.coverage)
     note_restores(cov, result.restores)
-    violations = list(result.violations)
+    no_cut = scenario.checkpoint.mode == "at_least_once"
+    delivered = _delivered(result.exactly_once, no_cut)
+    violations = [v for v in result.violations if not (delivered and v["invariant"] == "EXACTLY_ONCE")]
     if trace:
         # At-least-once checkpoints promise no cut (a subtask may apply records past a barrier before
         # its snapshot), so the engine skips its cut checks in that mode; the trace checker judges the
         # cut of every mode, and its cut findings are dropped here for the same reason.
-        no_cut = scenario.checkpoint.mode == "at_least_once"
         for f in validate_traces(result.traces, cov):
             if no_cut and f.kind == "cut":
                 continue
             edge, producer, consumer = f.key
             violations.append({"invariant": TRACE, "detail": f"channel edge {edge} {producer}->{consumer}, event "
                                f"{f.index} {list(f.event)}: {f.reason} ({f.kind})"})
-    return Verdict(not violations and result.exactly_once.ok, False, violations, sdict, restarts=result.restarts,
+    return Verdict(not violations and delivered, False, violations, sdict, restarts=result.restarts,
                    rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
+
+
+def _delivered(verdict: Any, at_least_once: bool) -> bool:
+    """Exactly once, or in at-least-once checkpointing (Flink's ``CheckpointingMode.AT_LEAST_ONCE``)
+    at least once: a failover there replays records past the restored checkpoint into the sinks, so
+    duplicates are what Flink promises; a lost or invented record is still a finding."""
+    if verdict.ok:
+        return True
+    return at_least_once and verdict.lost == 0 and verdict.phantom == 0 and verdict.count_gaps == 0
 
 
 def _finding(sdict: dict[str, Any], invariant: str, detail: str) -> Verdict:
