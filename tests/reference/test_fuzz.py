@@ -28,7 +28,7 @@ from cutcheck.reference.fuzzing.verdicts import (
 
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_every_mutant_is_killed_within_its_budget(mutant: str) -> None:
-    result = kill(mutant, seconds=120, max_seeds=400)
+    result = kill(mutant, seconds=60)
     assert result.engine_finding is None, result.engine_finding
     assert result.killed, f"{mutant} survived {result.examples} scenarios"
 
