@@ -192,3 +192,31 @@ def test_seed_campaign_counterexamples_are_shrunk_and_replay(tmp_path: Path) -> 
     for v, path in zip(bad, report["counterexamples"], strict=False):
         assert f"replay: cutcheck simulate {path} --trace" in res.output
         assert run_scenario(json.loads(Path(path).read_text())).invariant == v["violations"][0]["invariant"]
+
+
+def test_at_least_once_checkpointing_accepts_duplicates_but_not_losses() -> None:
+    from cutcheck.reference.checks.oracle import ExactlyOnce
+    from cutcheck.reference.fuzzing.verdicts import _delivered
+
+    duplicated = ExactlyOnce(ok=False, duplicated=13)
+    assert _delivered(duplicated, at_least_once=True) and not _delivered(duplicated, at_least_once=False)
+    for bad in (ExactlyOnce(ok=False, lost=1, duplicated=3), ExactlyOnce(ok=False, phantom=1),
+                ExactlyOnce(ok=False, count_gaps=2)):
+        assert not _delivered(bad, at_least_once=True)
+
+
+def test_every_focus_of_the_cycle_makes_runnable_scenarios_with_its_forced_features() -> None:
+    from cutcheck.reference.fuzzing.swarm import Feature, features_of
+    from cutcheck.reference.fuzzing.verdicts import FOCI, focus_of_seed
+
+    assert set(FEATURE_CYCLE) == set(FOCI)
+    for seed in range(2 * len(FEATURE_CYCLE)):
+        focus = FOCI[focus_of_seed(seed)]
+        sdict = scenario_of_seed(seed)
+        used = features_of(sdict)
+        if "modes" in focus:
+            assert sdict["checkpoint"]["mode"] in focus["modes"] or Feature.BLOCKING in used
+        if focus.get("storage"):
+            assert Feature.STORAGE in used
+        v = run_scenario(sdict)
+        assert v.ok, (seed, focus_of_seed(seed), v.violations)
