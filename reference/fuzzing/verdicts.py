@@ -49,10 +49,9 @@ FOCI: dict[str, dict[str, Any]] = {
     "rescale": {"rescale": "always", "max_records": 80},
     "aligned-timeout": {"modes": ("aligned_timeout",), "on": (Feature.FAILURE,), **SMALL},
     "storage-unaligned": {"storage": True, "on": (Feature.SAVEPOINT, Feature.FAILURE), **UNALIGNED, **SMALL},
-    # Custom edges only among the unmappable ones, so that some refused restore is the custom edge's.
-    "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.CUSTOM, Feature.BACKPRESSURE),
-                          "off": (Feature.FORWARD, Feature.RESCALE_EDGE, Feature.BROADCAST, Feature.BROADCAST_STATE),
-                          **UNALIGNED, **SMALL},
+    # Rescales of vertices on pointwise or broadcast edges behind a slow vertex: restores Flink refuses.
+    "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.BACKPRESSURE), **UNALIGNED,
+                          **SMALL},
     "batch": {"batch": True, **SMALL},
     # At-least-once checkpointing: barriers only tracked, duplicates after a failover accepted
     # (``_delivered``), expiring checkpoints aborted while tracked.
