@@ -23,8 +23,10 @@ from cutcheck.model.outputs import check_output_dir, check_output_file, mark, re
 
 FUZZ_PROFILES: dict[str, dict[str, Any]] = {
     # examples: Hypothesis fuzz scenarios; kill_seconds: budget per mutant; spark: validate the example logs
-    "quick": {"examples": 20, "kill_seconds": 60.0, "max_seeds": 300},
-    "ci": {"examples": 80, "kill_seconds": 60.0, "max_seeds": 400},
+    "quick": {"examples": 20, "kill_seconds": 60.0, "max_seeds": 100_000},
+    # ci: a fuzz example of the cycle's small jobs takes about 0.1 s; 300 of them reach the at-least-once,
+    # savepoint, recovery and refusal cells that 80 missed.
+    "ci": {"examples": 300, "kill_seconds": 60.0, "max_seeds": 100_000},
     "deep": {"examples": 2000, "kill_seconds": 300.0, "max_seeds": 5000},
 }
 

@@ -108,7 +108,10 @@ def _universe() -> dict[Cell, str | None]:
     for name in FAILURE_KINDS:
         cells["failure", name, ""] = None
     for name in REFUSALS:
-        cells["refusal", name, ""] = None
+        cells["refusal", name, ""] = (
+            "custom edges are forced aligned (facts §2.4), so no checkpoint holds in-flight data on one; only a "
+            "fault that puts channel state there (pointwise-edge-unaligned's kin) reaches this refusal"
+            if name == "custom" else None)
     return cells
 
 

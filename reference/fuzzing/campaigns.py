@@ -30,6 +30,7 @@ from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
 from cutcheck.reference.fuzzing.verdicts import (
     FEATURE_CYCLE,
+    FOCI,
     Verdict,
     run_scenario,
     scenario_of_seed,
@@ -171,7 +172,7 @@ class _Search:
             return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
         if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
             return  # the rest of this batch is past the search budget
-        gen = self.gen if self.gen is not None else FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
+        gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
         sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
         # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long

@@ -36,6 +36,9 @@ MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
 UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1  # Flink's CheckpointFailureManager.UNLIMITED_TOLERABLE_FAILURE_NUMBER
 RECORD_BYTES = 64
+# Steps per channel of a back-to-back checkpoint timeout (see _expiry); at 2 a run now and then
+# completed no checkpoint at all, so its exactly-once sinks never committed and it never finished.
+BACK_TO_BACK = (3, 6)
 # storage=True: what the discard-on-abort hunt needs (shared files reused across checkpoints, aborts).
 STORAGE_FEATURES = (Feature.STORAGE, Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.EXPIRY, Feature.RETAINED)
 
@@ -180,10 +183,17 @@ def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, i
     2 steps per channel to drain before the next trigger (over 300 seeds no run starved).
     """
     floor = 8 * channels
-    band = d.integer(0, 2)
+    band = d.integer(0, 3)
     if band == 0:  # below the slower checkpoints' time: those expire
         timeout = d.integer(channels, 4 * channels)
         return timeout, max(interval, timeout + 2 * channels)
+    if band == 3:
+        # Back to back: the next checkpoint is due before this one expires, so it is triggered the
+        # moment this one expires, while its barriers still travel; a newer checkpoint then meets the
+        # stale barriers of the older one (FLINK-21104, the stale-priority-barrier regression: a
+        # 2-steps-per-channel timeout, the interval below it).
+        timeout = d.integer(BACK_TO_BACK[0] * channels, BACK_TO_BACK[1] * channels)
+        return timeout, d.integer(max(1, timeout // 2), timeout)
     if band == 1:  # near the transit time under backpressure
         return d.integer(floor, max(2 * floor, 3 * transit)), interval
     # Kept under the timeout every other generated job has, which is no expiry feature.

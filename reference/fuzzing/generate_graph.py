@@ -54,8 +54,9 @@ class _GraphBuilder:
 
     def build(self, max_middle: int) -> dict[str, Any]:
         d = self.d
-        n_sources = d.integer(1, 2)
-        # One of two sources without records (a lone empty source would leave the job nothing to do).
+        # One of two sources without records (a lone empty source would leave the job nothing to do),
+        # so EMPTY_SOURCE makes two sources.
+        n_sources = max(d.integer(1, 2), 2 if Feature.EMPTY_SOURCE in self.mask else 1)
         empty = d.integer(0, 1) if Feature.EMPTY_SOURCE in self.mask and n_sources == 2 else -1
         for i in range(n_sources):
             records = d.integer(max(1, self.max_records // 4), max(1, self.max_records))

@@ -1,7 +1,7 @@
 """The mutation check: a seed campaign with one mutant switched on, until some check finds it.
 
 No mutant gets generator hints: every mutant is hunted by the same campaign (``FEATURE_CYCLE``
-interleaves the cheap features), as a mutant nobody has catalogued yet would be by ``cutcheck fuzz``.
+walks the foci of ``verdicts.FOCI``, each a swarm mask with a few features forced on), as a mutant nobody has catalogued yet would be by ``cutcheck fuzz``.
 A kill counts only when the same scenario passes without the mutant; when it fails without the
 mutant too, the campaign found a fault of the engine (or the generator) itself, which is reported
 as a finding with its scenario, not as a kill.
@@ -35,7 +35,7 @@ class KillResult:
                 "violation": self.violation, "seed": self.seed, "engine_finding": self.engine_finding}
 
 
-def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 400, first_seed: int = 0,
+def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 100_000, first_seed: int = 0,
          extra_gen: dict[str, Any] | None = None) -> KillResult:
     """Seeds ``first_seed``, ``first_seed + 1``, … with the mutant on, until a verdict fails, ``seconds``
     pass or ``max_seeds`` ran. ``extra_gen``: fixed generator settings instead of the feature cycle."""
