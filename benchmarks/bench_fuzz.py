@@ -20,7 +20,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from cutcheck.commands.fuzz import FUZZ_PROFILES  # noqa: E402
-from cutcheck.reference.checks.coverage import cell_name  # noqa: E402
+from cutcheck.reference.core.coverage import cell_name  # noqa: E402
 from cutcheck.reference.faults.catalogue import MUTANTS  # noqa: E402
 from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign, kill  # noqa: E402
 from cutcheck.reference.fuzzing.verdicts import focus_of_seed, verdict_of_seed  # noqa: E402

@@ -46,7 +46,7 @@ def replay_line(path: Path | str) -> str:
 def coverage_lines(coverage: Any) -> list[str]:
     """The coverage summary and the reachable cells no run reached, by name."""
     missed = coverage.missed()
-    from cutcheck.reference.checks.coverage import cell_name
+    from cutcheck.reference.core.coverage import cell_name
 
     lines = [f"coverage: {coverage.describe()}"]
     if missed:

@@ -17,13 +17,13 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
-from cutcheck.reference.checks.coverage import Coverage, note_failure
 from cutcheck.reference.checks.invariants import (
     order_checked_edges,
 )
 from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.checks.restore_judgement import judge_restore
 from cutcheck.reference.checks.storage_invariants import StorageWatch
+from cutcheck.reference.core.coverage import Coverage, note_failure
 from cutcheck.reference.engine_checkpoints import CheckpointEffects
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.debloat import Debloating
@@ -42,7 +42,7 @@ class Engine(CheckpointEffects):
                  trace: bool = False, log_sink: Any = None, max_steps: int | None = None,
                  restore: CompletedCheckpoint | None = None):
         self.scenario = scenario
-        self.coverage = Coverage()  # what this run exercised (reference.checks.coverage); never logged
+        self.coverage = Coverage()  # what this run exercised (reference.core.coverage); never logged
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
         self.rules = self.mutants.rules()  # the rules at every seam, a switched-on fault's where it replaces one

@@ -47,7 +47,7 @@ class RunResult:
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
-    coverage: Any = None  # the engine's reference.checks.coverage.Coverage (never written into the logs)
+    coverage: Any = None  # the engine's reference.core.coverage.Coverage (never written into the logs)
 
     @property
     def ok(self) -> bool:

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.checks.coverage import observe_handler_states
+from cutcheck.reference.core.coverage import observe_handler_states
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from cutcheck.reference.core.coverage import Coverage
     from cutcheck.reference.core.doors import TraceRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
@@ -142,5 +143,25 @@ def validate_run(traces: list[dict[ChannelKey, ChannelTrace]], mutant: str | Non
                     break
             verdict = checker.verdict()
             for f in verdict.failures[:1]:
+                findings.append(TraceFinding(key, f.index, tuple(f.event), f.reason, f.kind))
+    return findings
+
+
+def validate_traces(traces: list[dict[ChannelKey, ChannelTrace]], cov: Coverage | None = None,
+                    mutant: str | None = None) -> list[TraceFinding]:
+    """``checks.tracing.validate_run``, also counting the protocol rule each accepted event fired."""
+    from cutcheck.model.trace import ChannelChecker
+
+    findings: list[TraceFinding] = []
+    for book in traces:
+        for key, trace in sorted(book.items()):
+            checker = ChannelChecker(trace.mode, mutant, trace.gate)
+            mode = checker.protocol.mode
+            for event in trace:
+                if not checker.feed(event):
+                    break
+                if cov is not None:
+                    cov.hits["rule", mode, checker.protocol.action(event[0]).name] += 1
+            for f in checker.verdict().failures[:1]:
                 findings.append(TraceFinding(key, f.index, tuple(f.event), f.reason, f.kind))
     return findings

@@ -24,7 +24,7 @@ from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
 
 from cutcheck.model.errors import CutcheckError
-from cutcheck.reference.checks.coverage import Coverage
+from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of

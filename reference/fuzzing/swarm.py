@@ -83,6 +83,7 @@ class Feature(Enum):
     INCREMENTAL = "incremental"
     INLINE_ZERO = "inline_threshold_0"
     CLAIM = "claim_mode"
+    RESUBMIT = "resubmit"  # a second job restores the first one's checkpoint or savepoint
     # network and schedule
     BACKPRESSURE = "backpressure"  # a slow vertex
     RECORDS_PER_ACTION = "records_per_action"
@@ -166,6 +167,8 @@ def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
                 out.add(Feature.INLINE_ZERO)
             if storage.get("restore_mode") == "claim":
                 out.add(Feature.CLAIM)
+        if scenario.get("resubmit") is not None:
+            out.add(Feature.RESUBMIT)
     sched = scenario.get("schedule") or {}
     if sched.get("policy") == "backpressure" and sched.get("slow"):
         out.add(Feature.BACKPRESSURE)

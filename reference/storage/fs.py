@@ -38,7 +38,7 @@ from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.checks.coverage import note
+from cutcheck.reference.core.coverage import note
 from cutcheck.reference.core.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
@@ -137,7 +137,7 @@ class FsCheckpointStorage:
     def bind(self, engine: Any) -> None:
         """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
         self.rules = engine.rules
-        self.coverage = getattr(engine, "coverage", None)  # storage transitions count there (checks.coverage)
+        self.coverage = getattr(engine, "coverage", None)  # storage transitions count there (core.coverage)
         pending = engine.coordinator.pending
         self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from cutcheck.reference.checks.coverage import UNIVERSE, Coverage, cell_name
+from cutcheck.reference.core.coverage import UNIVERSE, Coverage, cell_name
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, run_scenario, scenario_of_seed
 
 CELLS = st.sampled_from(sorted(UNIVERSE))

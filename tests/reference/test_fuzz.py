@@ -132,7 +132,7 @@ def test_a_short_budget_cuts_shrinking_and_says_so(monkeypatch: pytest.MonkeyPat
 
 def test_fuzz_cli_reports_coverage_with_unreached_cells_by_name(tmp_path: Path) -> None:
     from cutcheck.cli import app
-    from cutcheck.reference.checks.coverage import UNIVERSE
+    from cutcheck.reference.core.coverage import UNIVERSE
 
     report_path = tmp_path / "fuzz.json"
     res = CliRunner().invoke(app, ["fuzz", "--examples", "4", "--json", str(report_path)])

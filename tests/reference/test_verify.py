@@ -19,7 +19,7 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     from cutcheck import proofs, spark_validation
     from cutcheck.cli import app
     from cutcheck.proofs.registry import ProofResult
-    from cutcheck.reference.checks.coverage import Coverage
+    from cutcheck.reference.core.coverage import Coverage
     from cutcheck.reference.fuzzing import campaigns as fz
     from cutcheck.reference.fuzzing.verdicts import Verdict
 

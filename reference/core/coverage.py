@@ -26,13 +26,10 @@ import functools
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from cutcheck.model.partitioning import PARTITIONERS, SubtaskStateMapper
 from cutcheck.model.protocol import ACTIONS
-
-if TYPE_CHECKING:
-    from cutcheck.reference.checks.tracing import ChannelKey, ChannelTrace, TraceFinding
 
 Cell = tuple[str, str, str]
 
@@ -233,24 +230,3 @@ def note_restores(cov: Coverage, reports: Iterable[Mapping[str, Any]]) -> None:
                 cov.hit("mapper", down, "input")
             if edge.get("output_records"):
                 cov.hit("mapper", up, "output")
-
-
-def validate_traces(traces: list[dict[ChannelKey, ChannelTrace]], cov: Coverage | None = None,
-                    mutant: str | None = None) -> list[TraceFinding]:
-    """``checks.tracing.validate_run``, also counting the protocol rule each accepted event fired."""
-    from cutcheck.model.trace import ChannelChecker
-    from cutcheck.reference.checks.tracing import TraceFinding
-
-    findings: list[TraceFinding] = []
-    for book in traces:
-        for key, trace in sorted(book.items()):
-            checker = ChannelChecker(trace.mode, mutant, trace.gate)
-            mode = checker.protocol.mode
-            for event in trace:
-                if not checker.feed(event):
-                    break
-                if cov is not None:
-                    cov.hits["rule", mode, checker.protocol.action(event[0]).name] += 1
-            for f in checker.verdict().failures[:1]:
-                findings.append(TraceFinding(key, f.index, tuple(f.event), f.reason, f.kind))
-    return findings
