@@ -100,7 +100,7 @@ def _universe() -> dict[Cell, str | None]:
             cells["mapper", mapper.name, side] = _mapper_unreachable(mapper, side)
     for name in STORAGE_TRANSITIONS:
         cells["storage", name, ""] = (
-            "a fuzz run starts fresh; only `simulate --restore` restores another run's checkpoint"
+            "the takeover happens when a claimed restore opens the storage, before the run's coverage is attached (resubmits in claim mode exercise it; tests/reference/test_resubmit.py checks the restored checkpoint is deleted once subsumed)"
             if name == "claim-takeover" else None)
     for name in FAILURE_KINDS:
         cells["failure", name, ""] = None
