@@ -29,9 +29,8 @@ from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
-from cutcheck.model.kinds import FailoverStrategy, values
 from cutcheck.model.regions import failover_regions, pipelined_regions
-from cutcheck.model.sections import Field, Section
+from cutcheck.reference.batch_config import BatchConfig  # noqa: F401 (the engine's section, read here too)
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.engine import Engine
 from cutcheck.reference.recovery import region_failover  # noqa: F401 (registers the seam restarts_whole_region)
@@ -41,7 +40,6 @@ from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter
 from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
-STRATEGIES = values(FailoverStrategy)
 
 
 @seam
@@ -49,25 +47,6 @@ def releases_partition_of_reset_producer() -> bool:
     """A restarted producer's old partition is released at once: the producer writes a new one under
     a new id, and nothing will ever read or release the old one otherwise (facts §10)."""
     return True
-
-
-@dataclass(frozen=True, slots=True)
-class BatchConfig:
-    """Scenario section ``batch``: where the blocking shuffle writes, and the failover strategy."""
-
-    shuffle_dir: str | None = None  # a temp dir when None
-    failover_strategy: FailoverStrategy = FailoverStrategy.REGION  # jobmanager.execution.failover-strategy
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "scenario") -> BatchConfig:
-        sec = BATCH.read(data, where)
-        return cls(**sec | {"failover_strategy": FailoverStrategy(sec.get("failover_strategy", FailoverStrategy.REGION))})
-
-
-BATCH = Section.of("batch", BatchConfig, {
-    "shuffle_dir": Field(str, nullable=True, says="a directory path or null"),
-    "failover_strategy": Field(str, choices=STRATEGIES),
-})
 
 
 def is_batch(scenario: Any) -> bool:

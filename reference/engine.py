@@ -26,6 +26,9 @@ from cutcheck.reference.checks.storage_invariants import StorageWatch
 from cutcheck.reference.core.coverage import Coverage, note_failure
 from cutcheck.reference.engine_checkpoints import CheckpointEffects
 from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.recovery.recovery import restore_state
+from cutcheck.reference.recovery.region_failover import failover
+from cutcheck.reference.run_storage import start_from
 from cutcheck.reference.runtime.debloat import Debloating
 from cutcheck.reference.runtime.network import Barrier, Buf, OutputSubpartition
 from cutcheck.reference.runtime.records import Expectations
@@ -85,7 +88,6 @@ class Engine(CheckpointEffects):
         self.buffer_size_at_trigger: dict[int, int] = {}
         self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
-            from cutcheck.reference.run_storage import start_from
 
             start_from(self, restore)
         self._build(restore)
@@ -98,7 +100,6 @@ class Engine(CheckpointEffects):
         self.edge_unaligned = {e.key: self.rules.edge_carries_unaligned_barriers(self.graph, e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
         if restored is not None:
-            from cutcheck.reference.recovery.recovery import restore_state
 
             try:
                 report = restore_state(self, restored)
@@ -384,7 +385,6 @@ class Engine(CheckpointEffects):
     # ------------------------------------------------------------------ failures
     def fail(self, target: str, failure_index: int | None = None) -> None:
         """Region failover (the default) or global failover, from the latest completed checkpoint."""
-        from cutcheck.reference.recovery.region_failover import failover
 
         note_failure(self, target)
         failover(self, target, failure_index)

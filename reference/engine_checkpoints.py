@@ -13,6 +13,7 @@ from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
     check_cut_of_checkpoint,
 )
+from cutcheck.reference.checks.tracing import on_abort, on_complete
 from cutcheck.reference.runtime.debloat import current_buffer_size
 from cutcheck.reference.runtime.network import Barrier, Buf
 from cutcheck.reference.runtime.tasks import Task
@@ -62,7 +63,6 @@ class CheckpointEffects:
         if self.storage_watch is not None:
             self.storage_watch.on_complete(done, subsumed)  # SAVEPOINT_KEPT
         if self.tracing:
-            from cutcheck.reference.checks.tracing import on_complete
 
             on_complete(self, done)
         for t in self.tasks.values():
@@ -78,7 +78,6 @@ class CheckpointEffects:
     def on_abort(self, cp: int) -> None:
         self.event("abort", f"checkpoint {cp}")
         if self.tracing:
-            from cutcheck.reference.checks.tracing import on_abort
 
             on_abort(self, cp)
         for t in self.tasks.values():

@@ -20,8 +20,11 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.model.inflight import NetworkConfig
 from cutcheck.model.kinds import CheckpointMode, FailoverStrategy, SchedulePolicy, values
 from cutcheck.model.sections import Field, Section, int_fields
-from cutcheck.reference.faults.catalogue import MUTANTS
+from cutcheck.reference.batch_config import BatchConfig
+from cutcheck.reference.faults.catalogue import CATALOGUE
+from cutcheck.reference.runtime.debloat import DebloatConfig
 from cutcheck.reference.scenario_limits import check_budgets, check_channels, check_targets
+from cutcheck.reference.storage.config import restore_section, resubmit_section, validate
 
 MODES = values(CheckpointMode)
 POLICIES = values(SchedulePolicy)
@@ -188,18 +191,15 @@ class Scenario:
         check_rescales(graph, rescales, [f"{where}: rescales[{i}]" for i in range(len(rescales))])
         mutants = tuple(_list(data, "mutants", where))
         for m in mutants:
-            if m not in MUTANTS:
-                raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
+            if m not in CATALOGUE:
+                raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(CATALOGUE)}.")
         seed, max_steps, workers = top["seed"], top["max_steps"], top.get("workers")
         check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
         extra = {k: data[k] for k in ("debloat", "storage", "restore", "resubmit", "batch", "failover_strategy")
                  if k in data}
-        from cutcheck.reference.batch import BatchConfig
-        from cutcheck.reference.runtime.debloat import DebloatConfig
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
         BatchConfig.from_json(extra.get("batch"), where)
-        from cutcheck.reference.storage.config import restore_section, resubmit_section, validate
 
         validate(extra.get("storage"), where)  # the storage and restore sections, read when the run opens storage
         restore_section(extra.get("restore"), where)
@@ -251,8 +251,8 @@ class Scenario:
             checkpoint = replace(checkpoint, mode=new_mode, timeout=timeout,
                                  max_concurrent=1 if one_in_flight else checkpoint.max_concurrent)
         for m in mutants or ():
-            if m not in MUTANTS:
-                raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(MUTANTS)}.")
+            if m not in CATALOGUE:
+                raise ScenarioError(f"unknown mutant {m!r}; known: {', '.join(CATALOGUE)}.")
         return replace(self, seed=self.seed if seed is None else seed, checkpoint=checkpoint,
                        mutants=self.mutants if mutants is None else tuple(mutants))
 

@@ -20,7 +20,10 @@ from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.checks.oracle import ExactlyOnce
+from cutcheck.reference.checks.tracing import write_traces
 from cutcheck.reference.logs import RunLogWriter
+from cutcheck.reference.resubmit import ResubmitPlan
+from cutcheck.reference.run_storage import open_storage
 from cutcheck.reference.runtime.scheduler import Chooser
 from cutcheck.reference.scenario import Scenario, check_budgets
 from cutcheck.reference.storage.config import resubmit_section
@@ -136,7 +139,6 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
                                 restore="restore" in scenario.extra or restore is not None)
     restored = None
     if storage is None:
-        from cutcheck.reference.run_storage import open_storage
 
         storage, restored = open_storage(scenario, checkpoint_dir=checkpoint_dir, restore=restore, restore_mode=restore_mode)
     elif resubmit is not None:
@@ -147,7 +149,6 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
     run = _Job(chooser=chooser, trace=trace, max_steps=max_steps, progress=progress)
     plan = None
     if resubmit is not None:
-        from cutcheck.reference.resubmit import ResubmitPlan
 
         plan = ResubmitPlan(resubmit, storage)
     logs = RunLogWriter(out_dir, force=force) if out_dir is not None else None
@@ -234,7 +235,6 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
         logs.write_input(engine.expect, engine.oracle.expected_copies)
         scen_json = as_written.to_json()
         if engine.tracing:
-            from cutcheck.reference.checks.tracing import write_traces
 
             write_traces(logs.tmp / "trace.jsonl", result.traces)
         (logs.tmp / "scenario.json").write_text(json.dumps(scen_json, indent=2) + "\n")

@@ -71,3 +71,22 @@ def test_every_module_is_under_about_four_hundred_lines() -> None:
     big = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
            if not set(p.relative_to(ROOT).parts) & NOT_PACKAGE and (n := len(p.read_text().splitlines())) > 400}
     assert big == {}
+
+
+# Function-local imports of our own modules that stay, and why: an optional dependency (boto3 behind
+# the S3 store) or a cycle inside one room that a lazy import breaks (inspection and quarantine use
+# each other; inspection reads Flink's format only when a file is not cutcheck's own).
+LAZY_IMPORTS_ALLOWED = {"cutcheck.reference.storage.store", "cutcheck.reference.storage.quarantine",
+                        "cutcheck.reference.storage.inspection"}
+
+
+def test_the_engine_imports_its_own_modules_at_the_top() -> None:
+    lazy = set()
+    for name, tree in _modules().items():
+        if not name.startswith("cutcheck.reference"):
+            continue
+        for fn in ast.walk(tree):
+            if isinstance(fn, ast.FunctionDef | ast.AsyncFunctionDef):
+                lazy |= {name for node in ast.walk(fn)
+                         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("cutcheck")}
+    assert lazy <= LAZY_IMPORTS_ALLOWED, sorted(lazy - LAZY_IMPORTS_ALLOWED)

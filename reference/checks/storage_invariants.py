@@ -27,6 +27,8 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
+from cutcheck.reference.storage.fs import FsCheckpointStorage
+from cutcheck.reference.storage.inspection import entropy_roots
 
 if TYPE_CHECKING:
     from cutcheck.reference.storage.fs import FsCheckpointStorage, Held
@@ -60,7 +62,6 @@ class StorageWatch:
     @classmethod
     def attach(cls, storage: object) -> StorageWatch | None:
         """A watch for an on-disk storage (None for any other); the storage calls ``at_close``."""
-        from cutcheck.reference.storage.fs import FsCheckpointStorage
 
         if not isinstance(storage, FsCheckpointStorage):
             return None
@@ -110,7 +111,6 @@ class StorageWatch:
             roots += [os.path.join(s.base, n) for n in sorted(os.listdir(s.base)) if n.startswith(prefix)]
         entropy = s.config.entropy
         if entropy and entropy in s.data_base:
-            from cutcheck.reference.storage.inspection import entropy_roots
 
             _, data_roots = entropy_roots(s.data_base, entropy, s.config.entropy_length)
             roots += [os.path.join(r, s.job) for r in data_roots]

@@ -12,6 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.execution import SubtaskId
+from cutcheck.model.trace import ChannelChecker
+
 if TYPE_CHECKING:
     from cutcheck.reference.core.coverage import Coverage
     from cutcheck.reference.core.doors import TraceRun
@@ -116,7 +119,6 @@ def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None
 
 
 def _sid(engine: TraceRun, vertex: str, index: int) -> Any:
-    from cutcheck.model.execution import SubtaskId
 
     return SubtaskId(vertex, index)
 
@@ -132,7 +134,6 @@ class TraceFinding:
 
 def validate_run(traces: list[dict[ChannelKey, ChannelTrace]], mutant: str | None = None) -> list[TraceFinding]:
     """Replay every channel trace of a run through the protocol; return the rejections."""
-    from cutcheck.model.trace import ChannelChecker
 
     findings: list[TraceFinding] = []
     for book in traces:
@@ -150,7 +151,6 @@ def validate_run(traces: list[dict[ChannelKey, ChannelTrace]], mutant: str | Non
 def validate_traces(traces: list[dict[ChannelKey, ChannelTrace]], cov: Coverage | None = None,
                     mutant: str | None = None) -> list[TraceFinding]:
     """``checks.tracing.validate_run``, also counting the protocol rule each accepted event fired."""
-    from cutcheck.model.trace import ChannelChecker
 
     findings: list[TraceFinding] = []
     for book in traces:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from cutcheck.model.partitioning import is_broadcast, is_pointwise, supports_unaligned
 from cutcheck.reference.core.seams import Fault, Layer
+from cutcheck.reference.runtime.network import Buf
 
 
 class NoOutputState(Fault):
@@ -23,7 +25,6 @@ class ProcessAfterBarrier(Fault):
 
     def rule(self, correct: Any, task: Any, first: Any) -> None:
         # Drain the channel that delivered the barrier, post-barrier data included, first.
-        from cutcheck.reference.runtime.network import Buf
 
         while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
             task.process(first)
@@ -85,7 +86,6 @@ class BroadcastEdgeUnaligned(Fault):
                               "FLINK-22815")
 
     def rule(self, correct: Any, job: Any, edge: int) -> bool:
-        from cutcheck.model.partitioning import is_broadcast, supports_unaligned
 
         return all(supports_unaligned(e.partitioner) or is_broadcast(e.partitioner)
                    for e in job.in_edges(job.edge(edge).target))
@@ -103,7 +103,6 @@ class PointwiseEdgeUnaligned(Fault):
                               "FLINK-21945")
 
     def rule(self, correct: Any, job: Any, edge: int) -> bool:
-        from cutcheck.model.partitioning import is_pointwise, supports_unaligned
 
         return all(supports_unaligned(e.partitioner) or is_pointwise(e.partitioner)
                    for e in job.in_edges(job.edge(edge).target))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cutcheck.model.errors import InvalidArgument
-from cutcheck.reference.core.seams import Fault, Rules, faults
+from cutcheck.reference.core.seams import Fault, Rules, faults, seams
 from cutcheck.reference.faults import (  # noqa: F401 (registers)
     barriers,
     batch,
@@ -21,6 +21,8 @@ from cutcheck.reference.faults import (  # noqa: F401 (registers)
     sinks,
     storage,
 )
+from cutcheck.reference.recovery import rescale as _rescale  # noqa: F401
+from cutcheck.reference.storage import fs, rules  # noqa: F401
 
 CATALOGUE: dict[str, Fault] = faults()
 MUTANTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if not f.test_only}
@@ -53,9 +55,6 @@ def catalogue_table() -> list[str]:
 
     for room in ("engine", "batch", "recovery.rescale", "storage.fs", "storage.rules", "run_storage"):
         importlib.import_module(f"cutcheck.reference.{room}")  # their import registers the seams
-    from cutcheck.reference.core.seams import seams
-    from cutcheck.reference.recovery import rescale as _rescale  # noqa: F401
-    from cutcheck.reference.storage import fs, rules  # noqa: F401
 
     known = seams()
     rows = ["| mutant | bug | layer | mechanism | seam |", "|---|---|---|---|---|"]

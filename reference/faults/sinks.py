@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cutcheck.reference.core.seams import Fault, Layer
+from cutcheck.reference.runtime.sinks import FINAL
 
 
 class CommitterDropsLate(Fault):
@@ -13,7 +14,6 @@ class CommitterDropsLate(Fault):
     name, seam, layer, key = "committer-drops-late", "committables_to_recommit", Layer.SINKS, "apache/iceberg#10892"
 
     def rule(self, correct: Any, pending: list[list[Any]], restored_cp: int) -> list[list[Any]]:
-        from cutcheck.reference.runtime.sinks import FINAL
 
         return [e for e in pending if e[0] == FINAL or e[0] > restored_cp]
 

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.model.errors import CutcheckError
+from cutcheck.model.graph import JobGraph
 from cutcheck.model.protocol import INQ, PROTOCOL_MUTANTS
 from cutcheck.model.trace import ChannelChecker, Runs
 
@@ -284,7 +285,6 @@ def _replay(run: dict[str, Any], rows: list[dict[str, Any]], max_channels: int) 
 
 def _lanes(run: dict[str, Any], channels: list[_Replay]) -> list[Lane]:
     graph = run.get("scenario", {}).get("graph", {})
-    from cutcheck.model.graph import JobGraph
 
     job = JobGraph.from_json(graph)
     seen: dict[str, int] = {v.id: v.parallelism for v in job.vertices}

@@ -13,6 +13,9 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.checks.tracing import on_restore
+from cutcheck.reference.recovery.fanout import after_restore
+from cutcheck.reference.recovery.rescale import rescaled_assignment
 from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
@@ -48,13 +51,11 @@ def global_failover(engine: RecoveryRun, target: str, failure_index: int | None)
             # starts with empty channels, so recording simply begins again.
             engine.trace_suspended = engine.trace_suspended or (rescaled and latest is not None)
         else:
-            from cutcheck.reference.checks.tracing import on_restore
 
             on_restore(engine, latest.cp)
     if latest is None:
         engine._build(None, new_parallelism)
         if rescaled:
-            from cutcheck.reference.recovery.fanout import after_restore
 
             after_restore(engine, None)  # broadcast copies follow the new parallelism from the start
         engine.event("restart", "no completed checkpoint: from the beginning")
@@ -68,7 +69,6 @@ def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collecti
     """Give every new subtask its operator state and every new channel its in-flight data; with
     ``only`` (region failover), only those subtasks and the channels into them."""
     if done.parallelism != engine.parallelism:
-        from cutcheck.reference.recovery.rescale import rescaled_assignment
 
         operator_states, channel_states, report = rescaled_assignment(engine, done)
     else:

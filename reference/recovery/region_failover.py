@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.recovery.recovery import global_failover, restore_state
+from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.doors import RecoveryRun
@@ -36,7 +38,6 @@ def strategy(engine: RecoveryRun) -> str:
 
 def failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
     """Restart the failed task's region, or the whole job where Flink would."""
-    from cutcheck.reference.recovery.recovery import global_failover
 
     restart = _region_to_restart(engine, target, failure_index)
     if restart is None:
@@ -61,7 +62,6 @@ def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | No
     if latest is not None and latest.parallelism != engine.parallelism:
         return None  # the latest checkpoint predates a rescale: its state must be redistributed job-wide
     if target.startswith("worker:"):
-        from cutcheck.reference.shuffle.service import ShuffleService
 
         service = ShuffleService(engine, engine.scenario.workers or max(engine.exec_graph.parallelism.values()))
         failed = [sid for sid in engine.tasks if service.worker_of(sid) == int(target[7:])]
@@ -75,8 +75,6 @@ def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | No
 
 
 def region_failover(engine: RecoveryRun, target: str, restart: frozenset[SubtaskId]) -> None:
-    from cutcheck.reference.recovery.recovery import restore_state
-    from cutcheck.reference.shuffle.service import ShuffleService
 
     names = ", ".join(str(s) for s in sorted(restart, key=str))
     engine.event("failure", target)

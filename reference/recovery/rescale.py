@@ -33,6 +33,7 @@ from cutcheck.model.partitioning import (
 )
 from cutcheck.reference.checks.invariants import order_checked_edges
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
 from cutcheck.reference.runtime.records import KEY
@@ -342,7 +343,6 @@ def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
 def rescaled_assignment(engine: RecoveryRun, done: CompletedCheckpoint
                         ) -> tuple[dict[SubtaskId, dict[str, Any]], dict[ChannelKey, ChannelState], dict[str, Any]]:
     """Operator state per new subtask, channel state per new channel, and the restore report."""
-    from cutcheck.reference.recovery.fanout import after_restore
 
     channel_states, reports, merged = assign_channel_states(engine, done)  # refuses before anything changes
     operator_states = assign_operator_state(engine, done)

@@ -249,22 +249,3 @@ class BroadcastStateOperator(KeyedOperator):
         self.broadcast = {}
         for rid in state.get("broadcast", ()):
             self.broadcast[rid] = self.broadcast.get(rid, 0) + 1
-
-
-def make_operator(task: Task) -> Operator:
-    from cutcheck.reference.runtime.sinks import SinkOperator
-    from cutcheck.reference.runtime.sources import SourceOperator
-
-    kind = task.vertex.kind
-    if kind == "source":
-        return SourceOperator(task)
-    if kind == "sink":
-        return SinkOperator(task)
-    return {
-        "map": MapOperator,
-        "filter": FilterOperator,
-        "keyed_count": KeyedCountOperator,
-        "broadcast_state": BroadcastStateOperator,
-        "union": Operator,
-        "co_map": Operator,
-    }[kind](task)

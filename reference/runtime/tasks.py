@@ -22,7 +22,7 @@ from cutcheck.reference.runtime.network import (
     OutputSubpartition,
     ResultPartition,
 )
-from cutcheck.reference.runtime.operators import make_operator
+from cutcheck.reference.runtime.operator_kinds import make_operator
 from cutcheck.reference.runtime.records import KEY
 
 if TYPE_CHECKING:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.runtime.network import OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
+from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.doors import TaskRun
@@ -20,7 +21,6 @@ if TYPE_CHECKING:
 def build_runtime(engine: TaskRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle.service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
-    from cutcheck.reference.shuffle.service import ShuffleService
 
     workers = engine.scenario.workers or max(engine.exec_graph.parallelism.values())
     dep = ShuffleService(engine, workers).deploy(engine.exec_graph.subtasks)

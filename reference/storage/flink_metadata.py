@@ -56,6 +56,7 @@ from cutcheck.reference.storage.flink_metadata_format import (
     read_metadata,
 )
 from cutcheck.reference.storage.meta import CheckpointRefs
+from cutcheck.reference.storage.meta import referenced_files as cutcheck_referenced_files
 
 # The format's names stay importable from here (storage inspection, tests, the Flink agreement tests).
 __all__ = [
@@ -179,6 +180,5 @@ def any_referenced_files(directory: str) -> CheckpointRefs:
     """The storage CLI's reader without Java: Flink's binary _metadata here, cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
         return referenced_files(directory)
-    from cutcheck.reference.storage.meta import referenced_files as cutcheck_referenced_files
 
     return cutcheck_referenced_files(directory)

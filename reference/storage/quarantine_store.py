@@ -23,6 +23,15 @@ from typing import TYPE_CHECKING, TypeVar
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import METADATA
+from cutcheck.reference.storage.quarantine import (
+    FILES,
+    MANIFEST,
+    Batch,
+    Moved,
+    _anchor,
+    load_batch_json,
+    pick_batch,
+)
 from cutcheck.reference.storage.scope import QUARANTINE_DIR
 from cutcheck.reference.storage.store import FileInfo, Store, within
 
@@ -43,7 +52,6 @@ def _parallel(fn: Callable[[T], R], items: list[T]) -> list[R]:
 
 
 def _write_manifest(store: Store, batch: Batch) -> None:
-    from cutcheck.reference.storage.quarantine import MANIFEST
 
     store.write(os.path.join(batch.path, MANIFEST), (json.dumps(batch.to_json(), indent=1, sort_keys=True) + "\n").encode())
 
@@ -62,7 +70,6 @@ def _new_batch_path(store: Store, base: str, started: float) -> str:
 def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: float = 0.0,
                now: float | None = None) -> Batch:
     """storage_quarantine.quarantine on an object store (the listing's store)."""
-    from cutcheck.reference.storage.quarantine import FILES, Batch, Moved, _anchor
 
     store = listing.store
     keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
@@ -107,7 +114,6 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
 
 
 def batches(store: Store, base: str) -> list[Batch]:
-    from cutcheck.reference.storage.quarantine import MANIFEST, load_batch_json
 
     root = base if os.path.basename(base) == QUARANTINE_DIR else os.path.join(base, QUARANTINE_DIR)
     names = store.listdir(root)
@@ -124,7 +130,6 @@ def batches(store: Store, base: str) -> list[Batch]:
 
 def restore_batch(store: Store, base: str, name: str | None = None) -> Batch:
     """storage_quarantine.restore_batch on an object store: copy back, check, delete the stored copies."""
-    from cutcheck.reference.storage.quarantine import FILES, MANIFEST, pick_batch
 
     batch = pick_batch(batches(store, base), store.uri(base), name)
     stored_infos = {i.path: i for i in store.files(os.path.join(batch.path, FILES))}
