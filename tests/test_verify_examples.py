@@ -47,5 +47,11 @@ def test_the_wheel_holds_one_import_package_with_its_examples(tmp_path: Path) ->
     assert "cutcheck/cli.py" in names and "cutcheck/__main__.py" in names
     assert {f"cutcheck/examples/scenarios/{p.name}" for p in (ROOT / "examples" / "scenarios").glob("*.json")} <= set(names)
     assert not [n for n in names if "/tests/" in n or "/benchmarks/" in n or n.endswith(".pyc")]
+    # every module of the checkout is in the wheel (a subpackage missing from pyproject's list would
+    # import in an editable install and fail once installed)
+    modules = {"cutcheck/" + str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
+               if not {"tests", "benchmarks", "build", ".venv", "venv"} & set(p.relative_to(ROOT).parts)
+               and "egg-info" not in str(p)}
+    assert modules - set(names) == set()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "cutcheck = cutcheck.cli:main" in entry
