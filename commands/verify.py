@@ -9,8 +9,11 @@ scenario and printed with its replay command, and the exit code is 1.
 from __future__ import annotations
 
 import json
+import multiprocessing
+import os
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -131,9 +134,12 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
 
     kills = []
     progress, task = _progress("mutation check", len(MUTANTS))
-    with progress:
-        for m in MUTANTS:
-            kills.append(fz.kill(m, seconds=budget["kill_seconds"], max_seeds=budget["max_seeds"]))
+    # The mutants are hunted independently (each by the same seeds, so the results do not depend on
+    # how many run at once): one per core, at most two, as the machines this runs on have.
+    workers = min(2, os.cpu_count() or 1)
+    with progress, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
+        for k in pool.map(_kill, MUTANTS, [budget["kill_seconds"]] * len(MUTANTS), [budget["max_seeds"]] * len(MUTANTS)):
+            kills.append(k)
             progress.advance(task, 1)
     found = [k for k in kills if k.killed]
     survivors = [k.mutant for k in kills if not k.killed and k.engine_finding is None]
@@ -212,3 +218,10 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
 def _names_not(results: list[Any], word: str) -> str:
     bad = [r.name for r in results if not r.as_expected]
     return f"; not {word}: {', '.join(bad)}" if bad else ""
+
+
+def _kill(mutant: str, seconds: float, max_seeds: int) -> Any:
+    """One mutant's hunt, in a worker process of the mutation stage."""
+    from cutcheck.reference.fuzzing import campaigns as fz
+
+    return fz.kill(mutant, seconds=seconds, max_seeds=max_seeds)
