@@ -26,7 +26,7 @@ from tests.strategies import HypothesisDraw
 def test_engine_traces_are_accepted_by_the_protocol(data: Any) -> None:
     # Streaming jobs with records: a batch job takes no checkpoints, and an empty job traces nothing.
     sdict = scenario_dict(HypothesisDraw(data.draw), modes=MODES, max_records=120, batch=False,
-                          off=(Feature.EMPTY_SOURCE,))
+                          off=(Feature.EMPTY_SOURCE, Feature.RESUBMIT))  # traces model one job
     try:
         result = simulate(Scenario.from_json(sdict), trace=True)
     except RestoreRefused:
@@ -41,7 +41,8 @@ def test_at_least_once_traces_break_cut() -> None:
     """The control: barrier tracking without alignment is a legal protocol run whose cut is not consistent."""
     found = []
     for seed in range(20):
-        sdict = scenario_dict(SeedDraw(seed), modes=("at_least_once",), max_records=150, batch=False)
+        sdict = scenario_dict(SeedDraw(seed), modes=("at_least_once",), max_records=150, batch=False,
+                              off=(Feature.RESUBMIT,))
         sdict["schedule"] = {"policy": "backpressure", "slow": sdict["graph"]["vertices"][-1]["id"], "slowdown": 20}
         result = simulate(Scenario.from_json(sdict), trace=True)
         findings = validate_run(result.traces)
