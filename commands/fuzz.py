@@ -26,7 +26,7 @@ FUZZ_PROFILES: dict[str, dict[str, Any]] = {
     "quick": {"examples": 20, "kill_seconds": 60.0, "max_seeds": 100_000},
     # ci: a fuzz example of the cycle's small jobs takes about 0.1 s; 300 of them reach the at-least-once,
     # savepoint, recovery and refusal cells that 80 missed.
-    "ci": {"examples": 300, "kill_seconds": 60.0, "max_seeds": 100_000},
+    "ci": {"examples": 600, "kill_seconds": 60.0, "max_seeds": 100_000},
     "deep": {"examples": 2000, "kill_seconds": 300.0, "max_seeds": 5000},
 }
 
