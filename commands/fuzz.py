@@ -151,9 +151,9 @@ def fuzz(
     with progress:
         result = fz.hypothesis_campaign(examples=examples, seconds=seconds, mutants=mutants, seed=seed,
                                         progress=lambda n: progress.advance(task, n))
-    rows = [[result.examples, result.refused, f"{result.seconds:.1f}", "none" if result.ok else "FOUND"]]
+    rows = [[result.examples, result.refused, result.looped, f"{result.seconds:.1f}", "none" if result.ok else "FOUND"]]
     show(f"fuzz: {result.examples} scenarios ran ({result.covered.describe()})",
-         ["scenarios run", "refused restores", "seconds", "finding"], rows)
+         ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
     for line in coverage_lines(result.coverage):
@@ -203,8 +203,8 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
         for v in verdicts:
             fz.add_seed_verdict(result, v)
     bad = [v for v in result.verdicts if not v["ok"]]
-    show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "findings"],
-         [[result.examples, result.refused, len(bad)]])
+    show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "restart loops",
+         "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
     for line in coverage_lines(result.coverage):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report = result.to_json() | {"verdicts": result.verdicts}

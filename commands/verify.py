@@ -42,6 +42,7 @@ def _example_scenarios(directory: Path | None) -> list[Path]:
     return found
 
 
+SEED_STRIDE = 100_000  # scenario seeds between the mutation stages of two campaign seeds (max_seeds at most)
 EXAMPLE_ASSERTS = ("ran to the end with every invariant checked at each step (cuts, order, liveness), every scheduled "
                    "failure and rescale fired, and the committed output is exactly once: no record lost, duplicated "
                    "or phantom, per-key counts without gaps")
@@ -58,6 +59,8 @@ def verify(
     force: bool = typer.Option(False, "--force", help="Replace --work-dir if it is a directory cutcheck wrote earlier."),
     mutant: list[str] = typer.Option(None, "--mutant", help="Switch a fault on everywhere (verify must then fail)."),
     examples_dir: Path = typer.Option(None, "--examples", help="Directory of scenarios to run (default examples/scenarios)."),
+    seed: int = typer.Option(0, "--seed", min=0, help="Campaign seed: the fuzz stage's Hypothesis seed; each "
+                             f"mutant's hunt starts at scenario seed SEED x {SEED_STRIDE}, so seeds never overlap."),
 ) -> None:
     """The whole chain: proofs and their negative controls, a fuzz campaign, the mutation check, the
     example scenarios, and Spark validation of their logs. Exit 0 when everything holds, 1 on any
@@ -71,19 +74,19 @@ def verify(
     if work_dir is not None:
         check_output_dir(work_dir, force=force, option="--work-dir")
         with staging_dir(work_dir) as root:
-            report = _verify(profile, scenarios, mutants, master, root, Path(work_dir))
+            report = _verify(profile, scenarios, mutants, master, root, Path(work_dir), seed)
             (root / "run.json").write_text(json.dumps(mark(report), indent=2, sort_keys=True, default=str) + "\n")
             replace_dir(root, work_dir, force=force)
         out.print(f"example runs and report: {work_dir}", markup=False, highlight=False)
     else:
         root = Path(tempfile.mkdtemp(prefix="cutcheck-verify-"))
-        report = _verify(profile, scenarios, mutants, master, root, root)
+        report = _verify(profile, scenarios, mutants, master, root, root, seed)
     write_json(json_path, report)
     raise typer.Exit(0 if report["ok"] else 1)
 
 
 def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], master: str | None, root: Path,
-            final: Path) -> dict[str, Any]:
+            final: Path, seed: int = 0) -> dict[str, Any]:
     """Run every stage into ``root`` (renamed to ``final`` afterwards); print the summary; return the
     report (values only, no JSON strings inside)."""
     from cutcheck import proofs
@@ -95,7 +98,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     started = time.monotonic()
     budget = FUZZ_PROFILES[profile]
     rows: list[list[Any]] = []
-    report: dict[str, Any] = {"profile": profile, "mutants_switched_on": list(mutants)}
+    report: dict[str, Any] = {"profile": profile, "seed": seed, "mutants_switched_on": list(mutants)}
 
     def row(check: str, what: str, result: str, ok: bool) -> None:
         rows.append([check, what, result, "ok" if ok else "FAIL"])
@@ -116,10 +119,11 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
 
     progress, task = _progress("fuzzing", budget["examples"])
     with progress:
-        campaign = fz.hypothesis_campaign(examples=budget["examples"], mutants=mutants,
+        campaign = fz.hypothesis_campaign(examples=budget["examples"], mutants=mutants, seed=seed,
                                           progress=lambda n: progress.advance(task, n))
     detail = (f"{campaign.examples} scenarios ran in {campaign.seconds:.1f} s ({campaign.covered.describe()}); "
-              f"{campaign.refused} restores refused as Flink would")
+              f"{campaign.refused} restores refused and {campaign.looped} jobs restarting for ever on failed "
+              "checkpoints, as Flink would")
     counterexamples: list[dict[str, Any]] = []
     if campaign.failure is not None:
         path = final / _write_counterexample(campaign.failure.scenario, root, "fuzz").name
@@ -138,7 +142,9 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     # how many run at once): one per core, at most two, as the machines this runs on have.
     workers = min(2, os.cpu_count() or 1)
     with progress, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
-        for k in pool.map(_kill, MUTANTS, [budget["kill_seconds"]] * len(MUTANTS), [budget["max_seeds"]] * len(MUTANTS)):
+        n = len(MUTANTS)
+        for k in pool.map(_kill, MUTANTS, [budget["kill_seconds"]] * n, [budget["max_seeds"]] * n,
+                          [seed * SEED_STRIDE] * n):
             kills.append(k)
             progress.advance(task, 1)
     found = [k for k in kills if k.killed]
@@ -220,8 +226,8 @@ def _names_not(results: list[Any], word: str) -> str:
     return f"; not {word}: {', '.join(bad)}" if bad else ""
 
 
-def _kill(mutant: str, seconds: float, max_seeds: int) -> Any:
+def _kill(mutant: str, seconds: float, max_seeds: int, first_seed: int) -> Any:
     """One mutant's hunt, in a worker process of the mutation stage."""
     from cutcheck.reference.fuzzing import campaigns as fz
 
-    return fz.kill(mutant, seconds=seconds, max_seeds=max_seeds)
+    return fz.kill(mutant, seconds=seconds, max_seeds=max_seeds, first_seed=first_seed)

@@ -81,6 +81,7 @@ class Engine(CheckpointEffects):
         self.fired_failures: set[int] = set()
         self.failure_due: dict[int, int] = {}
         self.restarts = 0
+        self.checkpoint_failovers: list[int] = []  # steps at which the failure manager failed the job
         self.restore_reports: list[dict[str, Any]] = []
         self.finished = False
         self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
@@ -335,6 +336,10 @@ class Engine(CheckpointEffects):
                 return
         c.expire(self.step)
         if c.job_failure is not None:  # CheckpointFailureManager failed the job: a global failover
+            self.checkpoint_failovers.append(self.step)
+            if c.failure_manager.job_failed_over():
+                raise InvariantViolation("LIVENESS", f"restart loop: failed checkpoints failed the job over "
+                                         f"{c.failure_manager.failovers_in_a_row} times in a row ({c.job_failure})")
             self.fail("job: " + c.job_failure)
             return
         for _ in range(c.savepoints.take_due(self.step)):

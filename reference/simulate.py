@@ -51,6 +51,7 @@ class RunResult:
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
     coverage: Any = None  # the engine's reference.core.coverage.Coverage (never written into the logs)
+    checkpoint_failovers: list[int] = field(default_factory=list)  # steps where failed checkpoints failed the job
 
     @property
     def ok(self) -> bool:
@@ -219,7 +220,7 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,
                        engine.restore_reports, complete=not stopped,
                        never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage,
-                       sections=dict(sections))
+                       sections=dict(sections), checkpoint_failovers=list(engine.checkpoint_failovers))
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:

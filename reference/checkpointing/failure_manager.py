@@ -14,6 +14,12 @@ from the latest completed checkpoint. Which failures count depends on their reas
   (a decline with a counted reason) does;
 * a completed checkpoint or savepoint newer than the last success resets the count, and so does
   failing the job.
+
+A job whose checkpoints always take longer than their timeout fails over on every attempt, and
+Flink's default restart strategy restarts it for ever. The manager counts the failovers it caused
+since the last completed checkpoint (``failovers_in_a_row``); at ``RESTART_LOOP_FAILOVERS`` the engine
+stops the run with LIVENESS rather than spend its whole step budget going round (campaigns class
+such a run as Flink's outcome, not a finding: ``reference.fuzzing.verdicts.restart_loop``).
 """
 
 from __future__ import annotations
@@ -23,14 +29,19 @@ REASONS = COUNTED | {"CHECKPOINT_SUBSUMED", "CHECKPOINT_DECLINED_SUBSUMED", "JOB
                      "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"}
 
 
+RESTART_LOOP_FAILOVERS = 5  # failovers in a row, with no checkpoint completed between, that end a run
+
+
 class CheckpointFailureManager:
     def __init__(self, tolerable: int):
         self.tolerable = tolerable
         self.failures = 0  # consecutive counted failures
         self.counted: set[int] = set()
         self.last_succeeded = -1
+        self.failovers_in_a_row = 0  # jobs failed by this manager since the last completed checkpoint
 
     def on_success(self, cp: int) -> None:
+        self.failovers_in_a_row = 0
         if cp > self.last_succeeded:
             self.last_succeeded = cp
             self._clear()
@@ -50,6 +61,12 @@ class CheckpointFailureManager:
             self._clear()
             return True
         return False
+
+    def job_failed_over(self) -> bool:
+        """The job fails over because of failed checkpoints; True when that makes the loop Flink would
+        never leave (see the module's docstring)."""
+        self.failovers_in_a_row += 1
+        return self.failovers_in_a_row >= RESTART_LOOP_FAILOVERS
 
     def _clear(self) -> None:
         self.failures = 0

@@ -79,6 +79,7 @@ class ScenarioMix:
 class CampaignResult:
     examples: int = 0
     refused: int = 0
+    looped: int = 0  # jobs that restarted for ever on failed checkpoints, as Flink would
     seconds: float = 0.0
     failure: Verdict | None = None  # the shrunk counterexample, if any
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # seed campaigns only
@@ -93,7 +94,7 @@ class CampaignResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scenarios_run": self.examples, "examples": self.examples, "refused": self.refused,
-                               "seconds": self.seconds, "covered": self.covered.to_json(),
+                               "restart_loops": self.looped, "seconds": self.seconds, "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
@@ -187,6 +188,7 @@ class _Search:
             r = self.result
             r.examples += 1
             r.refused += verdict.refused
+            r.looped += verdict.looped
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
             if self.progress is not None:
@@ -253,7 +255,7 @@ def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> t
     whether shrinking finished. The seed's own scenario when it does not fail here (another process's
     verdict that this one cannot reproduce is reported as it was)."""
     found = run_scenario(scenario_of_seed(seed, mutants))
-    if found.ok or found.refused:
+    if found.ok:
         return found, True
     shrunk = shrink_scenario(found, deadline)
     return shrunk.verdict, shrunk.complete
@@ -265,3 +267,4 @@ def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
     result.verdicts.append(v)
     result.examples += 1
     result.refused += v["refused"]
+    result.looped += v.get("looped", False)

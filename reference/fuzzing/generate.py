@@ -27,7 +27,16 @@ from cutcheck.reference.fuzzing.generate_graph import (
     rescalable,
 )
 from cutcheck.reference.fuzzing.generate_resubmit import resubmit_section
-from cutcheck.reference.fuzzing.swarm import Draw, Feature, SeedDraw, chance, choice, draw_mask, features_of
+from cutcheck.reference.fuzzing.swarm import (
+    UNLIMITED_TOLERABLE_FAILURES,
+    Draw,
+    Feature,
+    SeedDraw,
+    chance,
+    choice,
+    draw_mask,
+    features_of,
+)
 
 __all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES", "SINGLE_GATE_FAMILIES",
            "UNLIMITED_TOLERABLE_FAILURES", "Draw", "Feature", "SeedDraw", "choice", "features_of", "graph_dict",
@@ -35,7 +44,6 @@ __all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES",
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
-UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1  # Flink's CheckpointFailureManager.UNLIMITED_TOLERABLE_FAILURE_NUMBER
 RECORD_BYTES = 64
 # Steps per channel of a back-to-back checkpoint timeout (see _expiry); at 2 a run now and then
 # completed no checkpoint at all, so its exactly-once sinks never committed and it never finished.
@@ -51,7 +59,7 @@ def _rescalable(graph: dict[str, Any]) -> list[str]:
 
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
-                  storage: bool | None = None, batch: bool | None = None,
+                  storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
                   on: Collection[Feature] = (), off: Collection[Feature] = ()) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
@@ -60,7 +68,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     rescale bugs). ``storage``: True forces on-disk incremental checkpoints that expire now and then
     (STORAGE_FEATURES), False keeps checkpoints in memory, None leaves it to the mask. ``batch``
     likewise for blocking exchanges; None allows them only without ``mutants`` (a batch job takes no
-    checkpoints, so no protocol mutant can show in it). ``on``/``off`` force further features.
+    checkpoints, so no protocol mutant can show in it). ``after_checkpoint`` checkpoints often and makes
+    every failure come soon after checkpoint 1 or 2 completed, so that the job restores one while
+    its channels still carry records. ``on``/``off`` force further features.
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -105,8 +115,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     debloat = _debloat(d, network["buffer_bytes"]) if Feature.DEBLOAT in mask else None
 
     work = _work(graph, network, schedule, debloat)
-    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work)
-    shape = faults.RunShape(is_batch, max(50, work), max_parallelism)
+    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint)
+    shape = faults.RunShape(is_batch, max(50, work), max_parallelism, after_checkpoint)
     failures, workers = faults.failures(d, graph, mask, shape)
     rescales = faults.rescales(d, graph, failures, mask, shape, always=rescale == "always")
     out: dict[str, Any] = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
@@ -136,11 +146,16 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
 
 
 def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
-                   schedule: dict[str, Any], work: int) -> tuple[dict[str, Any], bool]:
-    """The checkpoint section, and whether it tolerates failed checkpoints."""
-    if Feature.STORAGE in mask:
-        # A checkpoint on disk costs milliseconds: a few dozen per run, not hundreds.
-        interval = d.integer(max(10, work // 10), max(60, work // 3))
+                   schedule: dict[str, Any], work: int, *, early: bool = False) -> tuple[dict[str, Any], bool]:
+    """The checkpoint section, and whether it tolerates failed checkpoints. ``early``: checkpoints
+    come often enough that one completes while a small job's records still flow."""
+    if early:
+        interval = d.integer(5, 20)
+    elif Feature.STORAGE in mask:
+        # A checkpoint on disk costs milliseconds: a few dozen per run, not hundreds. ``work`` is a
+        # budget's estimate, 1 to 45 times the steps a clean run takes (mostly about 8): an interval of
+        # a tenth of it or more often let the job finish before its first checkpoint.
+        interval = d.integer(max(10, work // 100), max(40, work // 20))
     else:
         interval = d.integer(5, 60)
     ck: dict[str, Any] = {"mode": mode, "interval": interval}
@@ -159,11 +174,15 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
     tolerant = Feature.EXPIRY in mask
     if tolerant:
         ck["checkpoint_timeout"], ck["interval"] = _expiry(d, interval, channels, transit)
-        # Drawn expiries are there to abort checkpoints and leave their barriers travelling; under
-        # Flink's default tolerance each would fail the job over, and a job whose checkpoints take
-        # longer than the timeout would restart forever (as in Flink). Such jobs tolerate failed
-        # checkpoints, as a Flink user would configure them.
-        ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
+        # Drawn expiries are there to abort checkpoints and leave their barriers travelling. Under a
+        # finite tolerance (Flink's default is none) the failed checkpoint past it fails the job over
+        # (CheckpointFailureManager), a failover of its own kind; a job whose checkpoints always take
+        # longer than the timeout then restarts for ever, as it would in Flink, which the verdict
+        # classes as that outcome (``verdicts.restart_loop``), not as a finding. Without the feature
+        # the job tolerates failed checkpoints, as a Flink user with such timeouts would configure it.
+        finite = Feature.FINITE_TOLERANCE in mask
+        ck["tolerable_failed"] = d.integer(0, 3) if finite else UNLIMITED_TOLERABLE_FAILURES
+        tolerant = not finite
     else:
         # Every generated job has a checkpoint timeout, as every Flink job has (10 minutes by
         # default), far above what a checkpoint of these small jobs needs when it can complete at

@@ -25,6 +25,7 @@ class RunShape:
     batch: bool
     horizon: int  # steps within which a clean run is expected to be busy
     max_parallelism: int  # the generator's bound on a rescaled parallelism
+    after_checkpoint: bool = False  # every failure comes soon after an early checkpoint completed
 
 
 def failures(d: Draw, graph: dict[str, Any], mask: Collection[Feature], shape: RunShape) -> tuple[list[dict[str, Any]], int | None]:
@@ -52,9 +53,10 @@ def failures(d: Draw, graph: dict[str, Any], mask: Collection[Feature], shape: R
 
 def _failure(d: Draw, par: dict[str, int], workers: int | None, shape: RunShape) -> dict[str, Any]:
     target = _target(d, par, workers)
-    if shape.batch or d.integer(0, 1) == 0:
+    if shape.batch or (not shape.after_checkpoint and d.integer(0, 1) == 0):
         return {"at_step": d.integer(1, shape.horizon), "target": target}
-    return {"after_checkpoint": d.integer(1, 4), "delay": d.integer(0, 20), "target": target}
+    return {"after_checkpoint": d.integer(1, 2 if shape.after_checkpoint else 4), "delay": d.integer(0, 20),
+            "target": target}
 
 
 def _target(d: Draw, par: dict[str, int], workers: int | None) -> str:

@@ -77,6 +77,7 @@ class Feature(Enum):
     ALIGNED_TIMEOUT = "aligned_timeout"  # reported: mode aligned_timeout
     CONCURRENT = "concurrent_checkpoints"  # max_concurrent > 1 (aligned only)
     EXPIRY = "checkpoint_expiry"  # a checkpoint timeout near the barrier transit time
+    FINITE_TOLERANCE = "tolerable_failed"  # with expiry: a few failed checkpoints tolerated, the next fails the job
     RETAINED = "retained"  # more than one retained checkpoint
     SAVEPOINT = "savepoint"
     STORAGE = "storage"  # on-disk checkpoints
@@ -117,6 +118,7 @@ def draw_mask(d: Draw, on: Iterable[Feature] = (), off: Iterable[Feature] = ()) 
 
 
 _UNSUPPORTED_MAPPING = ("forward", "rescale", "broadcast", "custom")
+UNLIMITED_TOLERABLE_FAILURES = 2**31 - 1  # Flink's CheckpointFailureManager.UNLIMITED_TOLERABLE_FAILURE_NUMBER
 DEFAULT_MAX_PARALLELISM = 128  # what every generated job without the MAX_PARALLELISM feature says
 
 
@@ -154,6 +156,8 @@ def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
             out.add(Feature.CONCURRENT)
         if ck.get("checkpoint_timeout", 1_000_000) < 5_000:
             out.add(Feature.EXPIRY)
+            if ck.get("tolerable_failed", 0) < UNLIMITED_TOLERABLE_FAILURES:
+                out.add(Feature.FINITE_TOLERANCE)
         if ck.get("retained", 1) > 1:
             out.add(Feature.RETAINED)
         if scenario.get("savepoints"):

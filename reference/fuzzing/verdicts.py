@@ -4,7 +4,9 @@ Every fuzz and kill verdict runs the engine with channel tracing and replays the
 the protocol's rule table (``checks.tracing``): a trace the protocol rejects is a ``TRACE``
 violation even when the engine's own checks passed. An exception the engine raises (an internal
 assertion, a KeyError, ...) is an ``ENGINE_FAULT`` finding, shrunk and written like any violation;
-only a restore Flink itself refuses is a legitimate ending (``refused``).
+only a restore Flink itself refuses is a legitimate ending (``refused``), and so is a job whose
+checkpoints keep failing past a finite tolerance, which restarts for ever, as it would in Flink
+(``looped``, see ``restart_loop``).
 """
 
 from __future__ import annotations
@@ -25,6 +27,8 @@ from cutcheck.reference.simulate import simulate
 ENGINE_FAULT = "ENGINE_FAULT"  # the engine raised an exception
 GENERATOR = "GENERATOR"  # the generator made a scenario the engine rejects as invalid
 TRACE = "TRACE"  # a channel trace the protocol rejects
+RESTART_LOOP = "RESTART_LOOP"  # not a finding: failed checkpoints restart the job for ever, as in Flink
+LOOP_FAILOVERS = 3  # consecutive checkpoint-failure failovers without a completed checkpoint that make a loop
 
 # The generator settings a campaign cycles through, one per scenario, the same for every mutant (no
 # per-mutant hints). Every entry still draws a swarm mask (reference.fuzzing.swarm), so any feature
@@ -57,9 +61,11 @@ FOCI: dict[str, dict[str, Any]] = {
     "resubmit": {"storage": True, "on": (Feature.RESUBMIT, Feature.INCREMENTAL, Feature.INLINE_ZERO), **SMALL},
     "batch": {"batch": True, **SMALL},
     # At-least-once checkpointing: barriers only tracked, duplicates after a failover accepted
-    # (``_delivered``), expiring checkpoints aborted while tracked.
+    # (``_delivered``), expiring checkpoints aborted while tracked, and restores of an early checkpoint
+    # while records still flow (the failures come soon after it).
     "at-least-once": {"modes": ("at_least_once",), "on": (Feature.AT_LEAST_ONCE_SINK, Feature.FAILURE,
-                                                          Feature.EXPIRY), **SMALL},
+                                                          Feature.EXPIRY), "after_checkpoint": True, "batch": False,
+                      "max_records": 150, "max_parallelism": 3},
     "swarm": {},
 }
 # The order seeds walk the foci in: unaligned jobs (where most bug classes live) come up most often,
@@ -94,6 +100,7 @@ class Verdict:
     seed: int | None = None
     restarts: int = 0  # failures that fired (the job recovered this often)
     rescaled: bool = False  # some restore changed the parallelism
+    looped: bool = False  # the job restarted for ever on failed checkpoints, as Flink does (``restart_loop``)
     coverage: Coverage = field(default_factory=Coverage)
 
     @property
@@ -102,7 +109,8 @@ class Verdict:
         return self.violations[0]["invariant"] if self.violations and not self.ok else ""
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "violations": self.violations}
+        return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "looped": self.looped,
+                "violations": self.violations}
 
 
 def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = True) -> Verdict:
@@ -142,8 +150,40 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
             edge, producer, consumer = f.key
             violations.append({"invariant": TRACE, "detail": f"channel edge {edge} {producer}->{consumer}, event "
                                f"{f.index} {list(f.event)}: {f.reason} ({f.kind})"})
+    rescaled = any(r.get("rescaled") for r in result.restores)
+    loop = restart_loop(result, violations)
+    if loop:
+        return Verdict(True, False, [{"invariant": RESTART_LOOP, "detail": loop}], sdict, restarts=result.restarts,
+                       rescaled=rescaled, coverage=cov, looped=True)
     return Verdict(not violations and delivered, False, violations, sdict, restarts=result.restarts,
-                   rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
+                   rescaled=rescaled, coverage=cov)
+
+
+def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
+    """Why the run is a restart loop Flink would be in too ("" when it is not one).
+
+    A job that tolerates ``n`` failed checkpoints fails over on the next one
+    (``CheckpointFailureManager``) and restarts from its latest checkpoint; when its checkpoints take
+    longer than their timeout, every attempt fails the same way, and Flink's default restart
+    strategy restarts it for ever. The engine then stops it (LIVENESS, after
+    ``failure_manager.RESTART_LOOP_FAILOVERS`` such failovers in a row) or reaches its step budget. That is the
+    outcome Flink promises, not a finding, when LIVENESS is the only violation and the last
+    ``LOOP_FAILOVERS`` failovers were the failure manager's with no checkpoint completed since the
+    first of them. A job the tolerance does not end (unlimited, or never exceeded) that does not
+    finish is still a finding.
+    """
+    if len(violations) != 1 or violations[0]["invariant"] != "LIVENESS" or violations[0]["detail"].startswith("deadlock"):
+        return ""
+    failovers = result.checkpoint_failovers
+    if len(failovers) < LOOP_FAILOVERS:
+        return ""
+    since = failovers[-LOOP_FAILOVERS]
+    if any(c["status"] == "completed" and c["end_step"] is not None and c["end_step"] >= since
+           for c in result.checkpoints):
+        return ""
+    return (f"the job failed over {len(failovers)} times on more failed checkpoints than it tolerates "
+            f"({result.scenario.checkpoint.tolerable_failed}) and completed no checkpoint after step {since}: it "
+            f"restarts for ever, as a Flink job would")
 
 
 def _delivered(verdict: Any, at_least_once: bool) -> bool:

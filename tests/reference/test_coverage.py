@@ -37,6 +37,6 @@ def test_unreachable_cells_say_why_and_are_never_missed() -> None:
 
 def test_a_run_fills_handler_rule_and_failure_cells() -> None:
     """The cycle's storage focus is an on-disk job: its run reaches storage transitions as well."""
-    v = run_scenario(scenario_of_seed(FEATURE_CYCLE.index("storage")))
+    v = run_scenario(scenario_of_seed(FEATURE_CYCLE.index("storage") + len(FEATURE_CYCLE)))
     families = {c[0] for c in v.coverage.reached()}
     assert {"handler", "rule", "storage"} <= families, v.coverage.to_json()["reached"]
