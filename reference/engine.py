@@ -17,12 +17,10 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
-from cutcheck.reference.checks.invariants import (
-    order_checked_edges,
-)
+from cutcheck.reference.checks.invariants import check_key_group_ranges, order_checked_edges
 from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.checks.restore_judgement import judge_restore
-from cutcheck.reference.checks.storage_invariants import StorageWatch
+from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
 from cutcheck.reference.core.coverage import Coverage, note_failure
 from cutcheck.reference.engine_checkpoints import CheckpointEffects
 from cutcheck.reference.faults.catalogue import Mutants
@@ -63,12 +61,13 @@ class Engine(CheckpointEffects):
         self.logs = log_sink
         self.oracle = Oracle(self.expect, self.graph, self.logs)
         self.store = TransactionStore(self.oracle.on_commit)
-        self.storage = storage or InMemoryStorage()
+        self.storage = storage or InMemoryStorage(self.rules)
         self.coordinator = Coordinator(self, self.storage)
         bind = getattr(self.storage, "bind", None)
         if bind is not None:
             bind(self)  # the on-disk storage asks the coordinator which kind a pending checkpoint is
         self.storage_watch = StorageWatch.attach(self.storage)  # SAVEPOINT_KEPT, NO_ORPHANS (on-disk only)
+        self.retention_watch = RetentionWatch(self.storage, scenario.checkpoint.retained)  # RETAINED
         self.tracing = trace
         self.traces: dict[tuple[int, int, int], list] = {}
         self.trace_archive: list[dict[tuple[int, int, int], list]] = []
@@ -100,6 +99,7 @@ class Engine(CheckpointEffects):
         self.exec_graph = ExecutionGraph(self.graph, self.parallelism)
         self.edge_unaligned = {e.key: self.rules.edge_carries_unaligned_barriers(self.graph, e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
+        check_key_group_ranges(self)  # OWNERSHIP of the ranges themselves
         if restored is not None:
 
             try:

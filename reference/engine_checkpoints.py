@@ -60,6 +60,7 @@ class CheckpointEffects:
 
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
         self.event("complete", f"checkpoint {done.cp}")
+        self.retention_watch.on_complete(done)
         if self.storage_watch is not None:
             self.storage_watch.on_complete(done, subsumed)  # SAVEPOINT_KEPT
         if self.tracing:

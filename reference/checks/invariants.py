@@ -16,6 +16,7 @@ from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
+from cutcheck.model.keygroups import operator_index
 from cutcheck.model.partitioning import supports_unaligned
 
 if TYPE_CHECKING:
@@ -174,3 +175,29 @@ def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
                         f"checkpoint {done.cp}: {sid} persisted {sum(len(b.recs) for b in bufs)} records of {side} "
                         f"state on channel {edge.source}[{key[1]}] -> {edge.target}[{key[2]}], but {why}",
                     )
+
+
+def check_key_group_ranges(engine: RunContext) -> None:
+    """OWNERSHIP, for the ranges themselves: the key-group ranges of a keyed vertex's subtasks split
+    ``[0, max parallelism)`` with neither gap nor overlap, and each key group's range is the subtask the
+    hash partitioner routes it to (``computeOperatorIndexForKeyGroup``). Checked whenever tasks are
+    built; a range too wide would let a subtask take state it never gets records for."""
+    seen: dict[str, dict[int, int]] = {}
+    for task in engine.tasks.values():
+        op = task.op
+        if not getattr(op, "keyed", False):
+            continue
+        owners = seen.setdefault(task.sid.vertex, {})
+        for kg in op.range:
+            if kg in owners:
+                raise InvariantViolation("OWNERSHIP", f"key group {kg} of {task.sid.vertex} is in the ranges of "
+                                                      f"subtasks {owners[kg]} and {task.sid.index}")
+            owners[kg] = task.sid.index
+    for vertex, owners in seen.items():
+        sample = next(t for t in engine.tasks.values() if t.sid.vertex == vertex)
+        max_p, p = sample.op.max_parallelism, sample.parallelism
+        for kg in range(max_p):
+            routed = operator_index(kg, max_p, p)
+            if owners.get(kg) != routed:
+                raise InvariantViolation("OWNERSHIP", f"key group {kg} of {vertex} is routed to subtask {routed} "
+                                                      f"but lies in the range of {owners.get(kg, 'no subtask')}")

@@ -23,12 +23,13 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import entropy_roots
+from cutcheck.reference.storage.retention import expected_retention
 
 if TYPE_CHECKING:
     from cutcheck.reference.storage.fs import FsCheckpointStorage, Held
@@ -124,3 +125,23 @@ class StorageWatch:
 def _files_of(held: Held) -> list[str]:
     paths = [os.path.join(held.path, METADATA), *held.files["exclusive"], *held.files["shared"]]
     return [os.path.realpath(p) for p in paths]
+
+
+class RetentionWatch:
+    """RETAINED: after every completion the store holds exactly what Flink's store would
+    (``storage.retention.expected_retention`` over every entry the store has seen, stated as a whole),
+    so neither retention nor a savepoint ever drops the newest checkpoint later ones build on
+    (FLINK-21351) and nothing is kept past ``retained``. For either storage."""
+
+    def __init__(self, storage: Any, retained: int):
+        self.storage = storage
+        self.retained = retained
+        self.history: list[tuple[int, str]] = list(storage.retained())  # a restored checkpoint, if any
+
+    def on_complete(self, done: Any) -> None:
+        self.history.append((done.cp, done.kind))
+        expected = expected_retention(self.history, self.retained)
+        held = self.storage.retained_ids()
+        if held != expected:
+            raise InvariantViolation("RETAINED", f"after {done.kind} {done.cp} completed the store holds {held}, "
+                                                 f"but with {self.retained} retained it must hold {expected}")

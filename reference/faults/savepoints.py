@@ -20,3 +20,17 @@ class SavepointAsPriorityBarrier(Fault):
 
     def rule(self, correct: Any, kind: str, mode: str, timeout: int | None) -> str:
         return correct("checkpoint", mode, timeout)
+
+
+class SavepointSubsumesLastCheckpoint(Fault):
+    """A completed savepoint lets retention subsume the newest checkpoint that is not a savepoint.
+
+    FLINK-21351: savepoints count against the retained number, and the store subsumed the one checkpoint
+    later incremental checkpoints still built on, discarding its shared state (fixed by never subsuming
+    the newest non-savepoint checkpoint, ``CheckpointSubsumeHelper``).
+    """
+
+    name, seam, layer, key = ("savepoint-subsumes-last-checkpoint", "subsumable", Layer.SAVEPOINTS, "FLINK-21351")
+
+    def rule(self, correct: Any, kind: str, newest: bool, newest_checkpoint: bool) -> bool:
+        return not newest

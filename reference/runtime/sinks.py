@@ -158,6 +158,12 @@ class SinkOperator(Operator):
             else:
                 keep.append(entry)
         self.pending = keep
+        # COMMIT, stated apart from the rule above: a completion commits every committable up to it
+        # (facts §11.1); one left waiting commits late or, if no later notification comes, never.
+        late = [e for e in keep if e[0] != FINAL and e[0] <= cp]
+        if late:
+            raise InvariantViolation("COMMIT", f"{self.task.sid} kept {late[0][1]} of checkpoint {late[0][0]} after the "
+                                               f"notification of checkpoint {cp}, which commits every committable up to it")
 
     def _commit(self, cp: int, txn: str) -> None:
         latest = self.task.engine.coordinator.latest_completed_id()

@@ -72,6 +72,7 @@ from cutcheck.reference.storage.restore_target import (  # noqa: F401 (load_rest
     older_checkpoints,
     storage_root,
 )
+from cutcheck.reference.storage.retention import subsume
 from cutcheck.reference.storage.rules import registry_key  # noqa: F401 (registers the storage seams)
 from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 
@@ -206,6 +207,9 @@ class FsCheckpointStorage:
     def retained_ids(self) -> list[int]:
         return [h.cp for h in self.held]
 
+    def retained(self) -> list[tuple[int, str]]:
+        return [(h.cp, h.kind) for h in self.held]
+
     def close(self) -> None:
         """The job ended: drop pending checkpoints and every owned file no retained checkpoint uses.
 
@@ -301,13 +305,9 @@ class FsCheckpointStorage:
 
     # ------------------------------------------------------------------ retention and deletion
     def _subsume(self, retained: int) -> list[int]:
-        """addCheckpointAndSubsumeOldestOne with CheckpointSubsumeHelper's rules (as InMemoryStorage)."""
+        """addCheckpointAndSubsumeOldestOne with CheckpointSubsumeHelper's rules (``storage.retention``)."""
         subsumed: list[int] = []
-        while len(self.held) > retained:
-            victim = next((h for h in self.held[:-1] if h.kind == "savepoint"), self.held[0])
-            if victim is self.held[-1]:
-                break
-            self.held.remove(victim)
+        for victim in subsume(self.held, retained, self.rules):
             subsumed.append(victim.cp)
             note(self, "storage", "subsume")
             if victim.owned:

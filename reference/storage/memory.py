@@ -10,7 +10,9 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.core.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
+from cutcheck.reference.storage.retention import subsume
 
 
 @dataclass(slots=True)
@@ -40,11 +42,16 @@ class CheckpointStorage(Protocol):
     def retained_ids(self) -> list[int]:
         ...
 
+    def retained(self) -> list[tuple[int, str]]:
+        """The ids and kinds of what the store holds, oldest first."""
+        ...
+
 
 class InMemoryStorage:
     """Keeps the retained completed checkpoints in memory; pending acknowledgements until completion."""
 
-    def __init__(self) -> None:
+    def __init__(self, rules: Rules | None = None) -> None:
+        self.rules = rules or Rules()  # the seams a fault may replace (retention's ``subsumable``)
         self._pending: dict[int, list[TaskSnapshot]] = {}
         self._completed: list[CompletedCheckpoint] = []
 
@@ -54,16 +61,7 @@ class InMemoryStorage:
     def complete(self, checkpoint: CompletedCheckpoint, retained: int) -> list[int]:
         self._pending.pop(checkpoint.cp, None)
         self._completed.append(checkpoint)
-        subsumed: list[int] = []
-        # Savepoints are always subsumable; checkpoints beyond the retained count go oldest first,
-        # but the latest one is never subsumed (CheckpointSubsumeHelper).
-        while len(self._completed) > retained:
-            victim = next((c for c in self._completed[:-1] if c.kind == "savepoint"), self._completed[0])
-            if victim is self._completed[-1]:
-                break
-            self._completed.remove(victim)
-            subsumed.append(victim.cp)
-        return subsumed
+        return [c.cp for c in subsume(self._completed, retained, self.rules)]
 
     def abort(self, cp: int) -> None:
         self._pending.pop(cp, None)
@@ -73,3 +71,6 @@ class InMemoryStorage:
 
     def retained_ids(self) -> list[int]:
         return [c.cp for c in self._completed]
+
+    def retained(self) -> list[tuple[int, str]]:
+        return [(c.cp, c.kind) for c in self._completed]

@@ -22,6 +22,8 @@ EXPIRING = {"checkpoint_timeout": 40, "tolerable_failed": 1000}
 
 # fault -> (scenario, the invariant that catches it)
 VIOLATIONS: dict[str, tuple[dict[str, Any], str]] = {
+    "savepoint-subsumes-last-checkpoint": (  # RETAINED: the store keeps the checkpoint a savepoint follows
+        scenario("keyed-pipeline.json", mode="aligned", savepoints=[{"after_checkpoint": 1, "delay": 0}]), "RETAINED"),
     "eop-not-counted-in-alignment": (
         scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000), "LIVENESS"),
     "obsolete-barrier-ends-persisting": (

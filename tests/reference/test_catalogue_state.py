@@ -55,7 +55,7 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
     "txn-id-pool-reuse": (scenario("keyed-pipeline.json", mode="aligned"), "EXACTLY_ONCE"),
     "notify-commits-only-exact-checkpoint": (
         scenario("keyed-pipeline.json", seed=15, mode="aligned", slow="map", max_steps=60_000,
-                 checkpoint={"mode": "aligned", "interval": 16, "max_concurrent": 2}), "LIVENESS"),
+                 checkpoint={"mode": "aligned", "interval": 16, "max_concurrent": 2}), "COMMIT"),
     "committable-restamped-on-restore": (scenario("keyed-pipeline.json", mode="aligned", failures=FAIL), "COMMIT"),
     "channel-state-by-vertex-pair": (
         scenario(TWO_HASH_EDGES, slow="count", failures=FAIL, rescales=[{"on_failure": 0, "parallelism": {"count": 3}}]),

@@ -72,6 +72,10 @@ class Tee:
         assert self.fs.retained_ids() == self.mem.retained_ids()
         return self.fs.retained_ids()
 
+    def retained(self) -> list[tuple[int, str]]:
+        assert self.fs.retained() == self.mem.retained()
+        return self.fs.retained()
+
     def close(self) -> None:
         self.fs.close()
 

@@ -305,10 +305,14 @@ class DiscardOnAbort(StorageMachine):
 
 
 def test_the_machine_kills_discard_on_abort() -> None:
-    """The negative control: aborting a checkpoint deletes shared files that others still use."""
+    """The negative control: aborting a checkpoint deletes shared files that others still use.
+
+    Derandomized, so that the control cannot pass or fail by luck: the fixed sequence of examples
+    finds it (random ones found it in most runs of 200 examples, not all)."""
     try:
         run_state_machine_as_test(DiscardOnAbort, settings=settings(
-            max_examples=200, stateful_step_count=40, deadline=None, database=None, phases=[Phase.generate]))
+            max_examples=400, stateful_step_count=40, deadline=None, database=None, phases=[Phase.generate],
+            derandomize=True))
     except InvariantViolation as exc:
         assert exc.name == "REF"
     else:
