@@ -45,6 +45,7 @@ __all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES",
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
 RECORD_BYTES = 64
+HORIZON_SHARE = 6  # failures and savepoints at a step come within work // HORIZON_SHARE steps
 # Steps per channel of a back-to-back checkpoint timeout (see _expiry); at 2 a run now and then
 # completed no checkpoint at all, so its exactly-once sinks never committed and it never finished.
 BACK_TO_BACK = (3, 6)
@@ -60,7 +61,7 @@ def _rescalable(graph: dict[str, Any]) -> list[str]:
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
-                  on: Collection[Feature] = (), off: Collection[Feature] = ()) -> dict[str, Any]:
+                  keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = ()) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
     ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
@@ -70,7 +71,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     likewise for blocking exchanges; None allows them only without ``mutants`` (a batch job takes no
     checkpoints, so no protocol mutant can show in it). ``after_checkpoint`` checkpoints often and makes
     every failure come soon after checkpoint 1 or 2 completed, so that the job restores one while
-    its channels still carry records. ``on``/``off`` force further features.
+    its channels still carry records. ``keyed_pressure``: the slow vertex (with BACKPRESSURE) is a
+    keyed one when the graph has one, and the first rescale moves it, so that a rescale splits keyed
+    state and the in-flight records queued on its hash inputs. ``on``/``off`` force further features.
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -97,7 +100,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     if mask & {Feature.BLOCKING, Feature.DEBLOAT}:
         # The batch engine's and the debloater's per-step work cost up to ten times a plain step.
         max_records //= 2
-    graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records, blocking=True, mask=mask)
+    graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records, blocking=True, mask=mask,
+                       keyed=keyed_pressure)
     is_batch = any(e["exchange"] == "blocking" for e in graph["edges"])
     channels = len(ExecutionGraph(JobGraph.from_json(graph)).channels)
     ids = [v["id"] for v in graph["vertices"]]
@@ -109,16 +113,22 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         network["output_pool"] = max_parallelism + d.integer(1, 4)
     schedule: dict[str, Any] = {"policy": "uniform"}
     if Feature.BACKPRESSURE in mask:
-        schedule = {"policy": "backpressure", "slow": choice(d, ids), "slowdown": d.integer(2, 40)}
+        keyed = [v["id"] for v in graph["vertices"] if v["kind"] == "keyed_count"]
+        slow = choice(d, keyed if keyed_pressure and keyed else ids)
+        schedule = {"policy": "backpressure", "slow": slow, "slowdown": d.integer(2, 40)}
     if Feature.RECORDS_PER_ACTION in mask:
         schedule["records_per_action"] = d.integer(1, 16)
     debloat = _debloat(d, network["buffer_bytes"]) if Feature.DEBLOAT in mask else None
 
     work = _work(graph, network, schedule, debloat)
     ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint)
-    shape = faults.RunShape(is_batch, max(50, work), max_parallelism, after_checkpoint)
+    # ``work`` is a budget's estimate, mostly about 8 times the steps a clean run takes: failures and
+    # savepoints drawn over all of it mostly came after the job had finished (over 160 seeds of the
+    # rescale-unaligned focus, 63 failures fired).
+    shape = faults.RunShape(is_batch, max(40, work // HORIZON_SHARE), max_parallelism, after_checkpoint)
     failures, workers = faults.failures(d, graph, mask, shape)
-    rescales = faults.rescales(d, graph, failures, mask, shape, always=rescale == "always")
+    rescales = faults.rescales(d, graph, failures, mask, shape, always=rescale == "always",
+                               first=schedule.get("slow") if keyed_pressure else None)
     out: dict[str, Any] = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
                            "schedule": schedule, "failures": failures, "rescales": rescales,
                            "mutants": list(mutants)}

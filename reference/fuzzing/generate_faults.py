@@ -67,12 +67,13 @@ def _target(d: Draw, par: dict[str, int], workers: int | None) -> str:
 
 
 def rescales(d: Draw, graph: dict[str, Any], failures: list[dict[str, Any]], mask: Collection[Feature],
-             shape: RunShape, *, always: bool = False) -> list[dict[str, Any]]:
+             shape: RunShape, *, always: bool = False, first: str | None = None) -> list[dict[str, Any]]:
     """Rescales of several vertices up and down, one entry per failure at most.
 
     Vertices joined by forward edges move together (Flink keeps their parallelism equal). Without
     REFUSABLE_RESCALE only vertices that touch no unmappable edge move; ``always`` guarantees a
-    rescale on some failure whenever such a vertex exists (for hunting rescale bugs)."""
+    rescale on some failure whenever such a vertex exists (for hunting rescale bugs); ``first``
+    names a vertex whose group the first rescale moves, when it may move."""
     if shape.batch or not failures or not (always or Feature.RESCALE in mask):
         return []
     job = JobGraph.from_json(graph)
@@ -89,6 +90,8 @@ def rescales(d: Draw, graph: dict[str, Any], failures: list[dict[str, Any]], mas
         moves: dict[str, int] = {}
         # With REFUSABLE_RESCALE the first group moved touches an unmappable edge, when there is one.
         fixed = [g for g in groups if not set(g) <= movable] if Feature.REFUSABLE_RESCALE in mask else []
+        if not fixed and i == 0 and first is not None:
+            fixed = [g for g in groups if first in g]
         for k in range(d.integer(1, min(3, len(groups)))):
             group = choice(d, fixed if k == 0 and fixed else groups)
             limit = min(min(job.max_parallelism(v) for v in group), shape.max_parallelism)

@@ -33,13 +33,15 @@ _INPUTS = {"map": (1, 2), "filter": (1, 2), "keyed_count": (1, 2), "union": (1, 
 
 
 def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
-               blocking: bool = False, mask: Collection[Feature] | None = None) -> dict[str, Any]:
+               blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict, using the graph features of ``mask`` (drawn from ``d``
     when None, then without at-least-once sinks, which only a caller asking for them gets).
-    ``blocking=False`` keeps every exchange pipelined whatever the mask says."""
+    ``blocking=False`` keeps every exchange pipelined whatever the mask says; ``keyed`` makes the first
+    vertex after the sources a keyed one (when KEYED_COUNT is in the mask)."""
     if mask is None:
         mask = draw_mask(d, off=(Feature.AT_LEAST_ONCE_SINK,))
-    return _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask).build(max_middle)
+    builder = _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask)
+    return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask)
 
 
 class _GraphBuilder:
@@ -52,7 +54,7 @@ class _GraphBuilder:
         self.par: dict[str, int] = {}
         self.kind_of: dict[str, str] = {}
 
-    def build(self, max_middle: int) -> dict[str, Any]:
+    def build(self, max_middle: int, keyed: bool = False) -> dict[str, Any]:
         d = self.d
         # One of two sources without records (a lone empty source would leave the job nothing to do),
         # so EMPTY_SOURCE makes two sources.
@@ -63,10 +65,10 @@ class _GraphBuilder:
             self.add(f"src{i}", "source", d.integer(1, self.max_p), records=0 if i == empty else records,
                      keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
-        for i in range(d.integer(0, max_middle)):
+        for i in range(max(d.integer(0, max_middle), int(keyed))):
             # Without multi-edges a vertex needs as many producers as it has inputs.
             fits = [k for k in kinds if Feature.MULTI_EDGE in self.mask or _INPUTS[k][0] <= len(self.producers())]
-            kind = choice(d, fits)
+            kind = "keyed_count" if keyed and i == 0 else choice(d, fits)
             low, high = _INPUTS[kind]
             inputs = self.inputs(d.integer(low, high))
             if Feature.MULTI_EDGE in self.mask and len(inputs) < 3 and chance(d, 2):

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.model.errors import CutcheckError, InvariantViolation, RestoreRefused
 from cutcheck.reference.checks.tracing import validate_traces
 from cutcheck.reference.core.coverage import Coverage, note_refusal, note_restores
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
@@ -45,9 +45,9 @@ FOCI: dict[str, dict[str, Any]] = {
     "unaligned": {**UNALIGNED, **SMALL},
     "storage": {"storage": True, "max_records": 60},
     # Keyed state behind a slow vertex: channel state on hash edges, whose key-group ranges a rescale
-    # splits ambiguously (the record filter's case).
+    # splits ambiguously (the record filter's case), restored soon after a checkpoint.
     "rescale-unaligned": {"rescale": "always", "on": (Feature.KEYED_COUNT, Feature.BACKPRESSURE), **UNALIGNED,
-                          **SMALL},
+                          "after_checkpoint": True, "keyed_pressure": True, **SMALL},
     "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL},
     "savepoints": {"on": (Feature.SAVEPOINT,), "modes": ("unaligned", "aligned_timeout"), **SMALL},
     "recovery": {"on": (Feature.FAILURE, Feature.FAILURE_IN_RECOVERY), **UNALIGNED, **SMALL},
@@ -130,6 +130,8 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
         except RestoreRefused as exc:
             note_refusal(cov, str(exc))
             return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict, coverage=cov)
+        except InvariantViolation as exc:  # raised while the job was being built, before it ran
+            return _finding(sdict, exc.name, exc.detail)
         except Exception as exc:  # noqa: BLE001 - whatever the engine raises is what the campaign must report
             return _finding(sdict, ENGINE_FAULT, f"{type(exc).__name__}: {exc}")
     cov.merge(result.coverage)
