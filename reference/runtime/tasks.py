@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
@@ -188,6 +189,7 @@ class Task:
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
             self.first_barrier.setdefault(head.cp, self.engine.step)
             self.handler = self.handler.barrier_received(self, ch, head)
+            self.check_alignment_progress()
         elif isinstance(head, EndOfChannelState):
             q.popleft()
             ch.recovery_pending = False
@@ -222,6 +224,7 @@ class Task:
         ch.ended = True
         ch.persisting = None
         self.handler = self.handler.end_of_partition(self, ch)
+        self.check_alignment_progress()
         if all(c.ended for c in self.channels):
             self.finish()
 
@@ -256,6 +259,7 @@ class Task:
                     return
                 self.first_barrier.setdefault(b.cp, self.engine.step)
                 self.handler = self.handler.barrier_received(self, ch, b)
+                self.check_alignment_progress()
                 return
 
     # ------------------------------------------------------------------ effects used by the barrier handler
@@ -269,6 +273,20 @@ class Task:
                 if isinstance(item, Barrier) and item.cp == cp:
                     return item
         return None
+
+    def check_alignment_progress(self) -> None:
+        """LIVENESS, found when it happens rather than when the step budget runs out: a task that
+        collects a checkpoint's barriers never waits only on channels that have ended, which can
+        deliver no barrier any more (their end of partition stands in for it, FLIP-147); an aligned
+        task there would hold its other channels blocked until the checkpoint expired."""
+        received = getattr(self.handler, "received", None)
+        if received is None:
+            return
+        waiting = [ch for ch in self.channels if ch.index_in_task not in received]
+        if waiting and all(ch.ended for ch in waiting):
+            raise InvariantViolation(
+                "LIVENESS", f"{self.sid} collects the barriers of checkpoint {self.handler.cp} but waits only on "
+                            f"channels that have ended ({', '.join(str(ch.index_in_task) for ch in waiting)})")
 
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).

@@ -255,3 +255,35 @@ def test_restore_judged_catches_a_restore_flink_accepts_being_refused(monkeypatc
     monkeypatch.setattr("cutcheck.reference.recovery.rescale.refuse_if_flink_would", refuse)
     r = simulate(Scenario.from_json(keyed_rescale()))
     assert names(r) == ["RESTORE_JUDGED"] and "Flink 1.19 accepts" in r.violations[0]["detail"]
+
+
+def test_overlapping_key_group_ranges_break_ownership_when_tasks_are_built(monkeypatch: pytest.MonkeyPatch) -> None:
+    """OWNERSHIP of the ranges: a range that starts at floor(i·maxP/p) instead of the ceiling overlaps
+    its neighbour's; nothing routes records there, so only the check of the ranges sees it."""
+    from cutcheck.model.keygroups import KeyGroupRange, key_group_range
+    from cutcheck.reference.runtime import operators
+
+    def floor_start(max_p: int, p: int, i: int) -> KeyGroupRange:
+        r = key_group_range(max_p, p, i)
+        return KeyGroupRange(i * max_p // p, r.end)
+
+    sdict = scenario("keyed-pipeline.json", mode="aligned")
+    sdict["graph"] = json.loads((EXAMPLES / "keyed-pipeline.json").read_text()) | {"max_parallelism": 128}
+    for v in sdict["graph"]["vertices"]:
+        if v["kind"] == "keyed_count":
+            v["parallelism"] = 3  # 128 / 3 is no integer: ranges meet inside a key group
+    assert run_scenario(sdict).ok
+    monkeypatch.setattr(operators, "key_group_range", floor_start)
+    v = run_scenario(sdict)
+    assert v.invariant == "OWNERSHIP" and "in the ranges of subtasks" in v.violations[0]["detail"], v.violations
+
+
+def test_waiting_for_a_barrier_on_an_ended_channel_is_found_when_it_happens() -> None:
+    """LIVENESS without spending the step budget: eop-not-counted-in-alignment makes an aligned task
+    wait for a barrier on a channel whose end of partition it has consumed."""
+    sdict = scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000)
+    assert run_scenario(sdict).ok
+    broken = simulate(Scenario.from_json(dict(sdict, mutants=["eop-not-counted-in-alignment"])))
+    assert [v["invariant"] for v in broken.violations] == ["LIVENESS"]
+    assert "waits only on channels that have ended" in broken.violations[0]["detail"]
+    assert broken.steps < 60_000 // 10
