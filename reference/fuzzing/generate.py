@@ -150,7 +150,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             # Not after a rescale: the second job would restore at the scenario's parallelism a
             # checkpoint of another one, and the credit for the first job's output does not yet count
             # broadcast copies across such a restore (a false loss; see the README's open work).
-            out["resubmit"] = resubmit_section(d)
+            out["resubmit"] = resubmit_section(d, savepoints=bool(savepoints))
     out["max_steps"] = step_budget(work, failures, ck, tolerant)
     return out
 

@@ -2,7 +2,8 @@
 is resubmitted from its own latest retained checkpoint or savepoint, in claim or no_claim mode.
 
 Only a scenario with on-disk storage may carry it (the caller decides when to add it); "savepoint"
-restores only if the scenario also schedules savepoints, else the run reports the resubmit skipped.
+is drawn only for a scenario that schedules savepoints (without one the run would report the
+resubmit skipped, a scenario wasted).
 """
 
 from __future__ import annotations
@@ -17,6 +18,6 @@ MODES = (RestoreMode.NO_CLAIM.value, RestoreMode.CLAIM.value)
 assert set(SOURCES) == set(values(ResubmitFrom)) and set(MODES) == set(values(RestoreMode))
 
 
-def resubmit_section(d: Draw) -> dict[str, str]:
+def resubmit_section(d: Draw, savepoints: bool = True) -> dict[str, str]:
     """``{"from": checkpoint | savepoint, "mode": claim | no_claim}``."""
-    return {"from": choice(d, SOURCES), "mode": choice(d, MODES)}
+    return {"from": choice(d, SOURCES if savepoints else SOURCES[:1]), "mode": choice(d, MODES)}

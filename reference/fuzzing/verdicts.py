@@ -58,7 +58,8 @@ FOCI: dict[str, dict[str, Any]] = {
     "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.BACKPRESSURE), **UNALIGNED,
                           **SMALL},
     # A second job restores the first one's checkpoint or savepoint, claimed or not (ownership bugs).
-    "resubmit": {"storage": True, "on": (Feature.RESUBMIT, Feature.INCREMENTAL, Feature.INLINE_ZERO), **SMALL},
+    "resubmit": {"storage": True, "on": (Feature.RESUBMIT, Feature.INCREMENTAL, Feature.INLINE_ZERO),
+                 "rescale": False, **SMALL},
     "batch": {"batch": True, **SMALL},
     # At-least-once checkpointing: barriers only tracked, duplicates after a failover accepted
     # (``_delivered``), expiring checkpoints aborted while tracked, and restores of an early checkpoint
@@ -191,10 +192,13 @@ def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
 def _delivered(verdict: Any, at_least_once: bool) -> bool:
     """Exactly once, or in at-least-once checkpointing (Flink's ``CheckpointingMode.AT_LEAST_ONCE``)
     at least once: a failover there replays records past the restored checkpoint into the sinks, so
-    duplicates are what Flink promises; a lost or invented record is still a finding."""
+    duplicates are what Flink promises. So are gaps in per-key counts: a keyed subtask may apply
+    records past a barrier before its snapshot, so the restored count already holds a record whose
+    output went into a transaction the failover aborted, and its replay counts it again (count k is
+    never committed). A lost or invented record is still a finding."""
     if verdict.ok:
         return True
-    return at_least_once and verdict.lost == 0 and verdict.phantom == 0 and verdict.count_gaps == 0
+    return at_least_once and verdict.lost == 0 and verdict.phantom == 0
 
 
 def _finding(sdict: dict[str, Any], invariant: str, detail: str) -> Verdict:

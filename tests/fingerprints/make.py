@@ -61,7 +61,8 @@ def fingerprint(raw: dict[str, Any]) -> str:
     from cutcheck.reference import simulate
 
     with tempfile.TemporaryDirectory() as tmp:
-        result = simulate(raw, Path(tmp) / "run")
+        # A resubmit restores the first job's on-disk checkpoint, so it needs a checkpoint directory.
+        result = simulate(raw, Path(tmp) / "run", checkpoint_dir=Path(tmp) / "ck" if raw.get("resubmit") else None)
         h = hashlib.sha256()
         h.update(json.dumps(result.summary(), sort_keys=True, default=str).encode())
         for dataset in sorted(p for p in result.run_dir.iterdir() if p.is_dir() and p.name != "checkpoints-data"):
