@@ -58,8 +58,9 @@ FOCI: dict[str, dict[str, Any]] = {
     "refusable-rescale": {"on": (Feature.RESCALE, Feature.REFUSABLE_RESCALE, Feature.BACKPRESSURE), **UNALIGNED,
                           **SMALL},
     # A second job restores the first one's checkpoint or savepoint, claimed or not (ownership bugs).
-    "resubmit": {"storage": True, "on": (Feature.RESUBMIT, Feature.INCREMENTAL, Feature.INLINE_ZERO),
-                 "rescale": False, **SMALL},
+    # Keyed state in shared files, so that the second job has restored files to keep or to take over.
+    "resubmit": {"storage": True, "on": (Feature.RESUBMIT, Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.KEYED_COUNT),
+                 "rescale": False, "keyed_pressure": True, **SMALL},
     "batch": {"batch": True, **SMALL},
     # At-least-once checkpointing: barriers only tracked, duplicates after a failover accepted
     # (``_delivered``), expiring checkpoints aborted while tracked, and restores of an early checkpoint
