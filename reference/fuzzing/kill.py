@@ -1,10 +1,10 @@
 """The mutation check: a seed campaign with one mutant switched on, until some check finds it.
 
 No mutant gets generator hints: every mutant is hunted by the same campaign (``FEATURE_CYCLE``
-walks the foci of ``verdicts.FOCI``, each a swarm mask with a few features forced on), as a mutant nobody has catalogued yet would be by ``cutcheck fuzz``.
-A kill counts only when the same scenario passes without the mutant; when it fails without the
-mutant too, the campaign found a fault of the engine (or the generator) itself, which is reported
-as a finding with its scenario, not as a kill.
+walks the foci of ``verdicts.FOCI``, each a swarm mask with a few features forced on), as a mutant
+nobody has catalogued yet would be by ``cutcheck fuzz``. A kill counts only when the same scenario
+passes with the mutant switched off; when it fails so, the campaign found a fault of the engine (or
+the generator) itself, which is reported as a finding with its scenario, not as a kill.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.faults.catalogue import MUTANTS
-from cutcheck.reference.fuzzing.verdicts import scenario_of_seed, verdict_of_seed
+from cutcheck.reference.fuzzing.verdicts import run_scenario, scenario_of_seed, verdict_of_seed
 
 
 @dataclass(slots=True)
@@ -50,10 +50,13 @@ def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 100_000, first_
         n += 1
         if v["ok"]:
             continue
-        clean = verdict_of_seed(s, (), extra_gen)
-        if not clean["ok"]:
-            return KillResult(mutant, False, time.monotonic() - start, n, "", s, clean["violations"][0],
-                              scenario_of_seed(s, (), extra_gen))
+        # The same scenario with the mutant switched off (not the seed's scenario without mutants,
+        # which the generator may draw differently: it allows batch jobs only without mutants).
+        found = scenario_of_seed(s, (mutant,), extra_gen)
+        clean = run_scenario(dict(found, mutants=[]))
+        if not clean.ok:
+            return KillResult(mutant, False, time.monotonic() - start, n, "", s, clean.violations[0],
+                              dict(found, mutants=[]))
         return KillResult(mutant, True, time.monotonic() - start, n, v["violations"][0]["invariant"], s,
-                          scenario=scenario_of_seed(s, (mutant,), extra_gen))
+                          scenario=found)
     return KillResult(mutant, False, time.monotonic() - start, n)
