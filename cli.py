@@ -8,6 +8,7 @@ of ``cutcheck.commands.common`` when imported; this module only imports them and
 
 from __future__ import annotations
 
+import importlib
 import os
 import sys
 
@@ -16,12 +17,24 @@ import typer
 from cutcheck.commands import flink, fuzz, graph, prove, simulate, storage, trace, validate  # noqa: F401 (registers)
 from cutcheck.commands.common import app, err
 
-try:  # Typer up to 0.2x runs on click; later releases carry their own copy of it
-    from click import ClickException
-    from click.exceptions import NoArgsIsHelpError
-except ImportError:  # pragma: no cover - depends on the installed Typer
-    from typer._click import ClickException  # type: ignore[no-redef]
-    from typer._click.exceptions import NoArgsIsHelpError  # type: ignore[no-redef]
+
+def _click_errors() -> tuple[tuple[type[BaseException], ...], tuple[type[BaseException], ...]]:
+    """click's usage errors and "no arguments, show help", from every click Typer may raise them
+    from: Typer up to 0.2x runs on click, later releases carry their own copy of it, and click may
+    be installed beside that copy (another package needs it) without being the one Typer uses."""
+    usage: list[type[BaseException]] = []
+    no_args: list[type[BaseException]] = []
+    for module in ("click", "typer._click"):
+        try:
+            exceptions = importlib.import_module(f"{module}.exceptions")
+        except ImportError:
+            continue
+        usage.append(exceptions.ClickException)
+        no_args.append(exceptions.NoArgsIsHelpError)
+    return tuple(usage), tuple(no_args)
+
+
+CLICK_ERRORS, NO_ARGS_IS_HELP = _click_errors()
 
 __all__ = ["app", "main"]
 
@@ -32,10 +45,10 @@ def main() -> None:
     try:
         # standalone_mode=False: click's usage errors reach us instead of a framed, multi-line box
         code = app(prog_name="cutcheck", standalone_mode=False)  # the same usage for `python -m cutcheck`
-    except NoArgsIsHelpError as exc:
+    except NO_ARGS_IS_HELP as exc:
         typer.echo(exc.ctx.get_help() if exc.ctx else exc.format_message())
         code = 2
-    except ClickException as exc:
+    except CLICK_ERRORS as exc:
         ctx = getattr(exc, "ctx", None)
         hint = f" (see {ctx.command_path} --help)" if ctx is not None else ""
         err.print(f"error: {exc.format_message()}{hint}", markup=False, highlight=False, soft_wrap=True)

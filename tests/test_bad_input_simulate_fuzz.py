@@ -215,3 +215,16 @@ def test_fuzz_says_how_many_scenarios_ran(work: Path) -> None:
     assert json.loads((work / "campaign" / "run.json").read_text())["written_by"] == "cutcheck"
     res = cutcheck(["fuzz", "--examples", "2", "--seeds", "--out", "campaign", "--force"], work)
     assert res.returncode == 0 and "2 scenarios ran" in res.stdout, res.stdout + res.stderr
+
+
+@pytest.mark.parametrize(("args", "name"), [
+    (["verify", "--seed", "-1"], "--seed"),
+    (["verify", "--seed", "x"], "--seed"),
+    (["fuzz", "--seed", "x"], "--seed"),
+    (["fuzz", "--examples", "many"], "--examples"),
+])
+def test_option_values_click_rejects_are_one_sentence_too(work: Path, args: list[str], name: str) -> None:
+    """Parse errors come from Typer's copy of click even where click itself is installed beside it."""
+    before = tree_hashes(work)
+    assert_refused(cutcheck(args, work), name)
+    assert tree_hashes(work) == before
