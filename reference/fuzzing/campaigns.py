@@ -22,6 +22,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, Verbosity, given, settings
 from hypothesis import seed as hypothesis_seed
 from hypothesis import strategies as st
+from hypothesis.errors import Flaky
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
@@ -168,11 +169,6 @@ class _Search:
 
     def example(self, data: Any) -> None:
         shrinking = self.found is not None
-        if shrinking and time.monotonic() >= self.shrink_end:
-            self.hypothesis_cut = True
-            return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
-        if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
-            return  # the rest of this batch is past the search budget
         gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
         sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
@@ -180,6 +176,13 @@ class _Search:
         # runs overrun its choice buffer, which it then reported as inconsistent data generation.
         budget = data.draw(st.integers(0, self.choice_budget))
         rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+        # The deadlines are looked at only after every draw: an example that stopped drawing early
+        # when time ran out made Hypothesis report inconsistent data generation on a replay.
+        if shrinking and time.monotonic() >= self.shrink_end:
+            self.hypothesis_cut = True
+            return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
+        if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
+            return  # the rest of this batch is past the search budget
         chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"])
         verdict = run_scenario(sdict, chooser)
         if shrinking:
@@ -214,7 +217,11 @@ class _Search:
 
         try:
             prop()
-        except Exception:  # noqa: BLE001 - AssertionError, or Hypothesis's Flaky when the deadline cut shrinking
+        except Flaky:
+            # The deadline cut shrinking (a failing example then "passed"), or, with nothing found, a
+            # batch Hypothesis gave up on: the campaign goes on with the next batch.
+            return
+        except Exception:  # noqa: BLE001 - the AssertionError of a finding
             if self.found is None:
                 raise
 
