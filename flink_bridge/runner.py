@@ -32,6 +32,7 @@ from typing import Any
 from cutcheck.flink_bridge import env as flink_env
 from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
 from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
+from cutcheck.flink_bridge.versions import adapt, installed
 from cutcheck.model.errors import CutcheckError, GraphError
 from cutcheck.model.graph import JobGraph
 
@@ -58,6 +59,7 @@ class RunOptions:
     job_id: str | None = None  # 32 hex digits: pin the first job's id (and so its checkpoint directory)
     restore: str | None = None  # start the first job from this retained checkpoint (chk-N directory or URI)
     timeout_s: float = 900.0
+    release: str | None = None  # run in this prepared apache-flink release (flink_bridge.launch); None: in-process
 
 
 @dataclass(slots=True)
@@ -88,6 +90,7 @@ class FlinkRun:
     fired: str | None = None  # "vertex[i] epoch" from the fired marker
     fired_ms: int | None = None
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch ms, kind, detail)
+    flink_version: str = ""  # the PyFlink release that ran the job
 
 
 def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, JobGraph]:
@@ -179,7 +182,7 @@ def environment(conf: dict[str, str]) -> Any:
 
     gw = flink_env.gateway()
     config = Configuration()
-    for k, v in conf.items():
+    for k, v in adapt(conf, installed()).items():  # the release's names for renamed keys
         config.set_string(k, v)
     # The Java constructor honours execution.target; getExecutionEnvironment() would force a local one.
     j_env = gw.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(config._j_configuration)
@@ -219,7 +222,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         rest = Rest(cluster.rest_url)
         started = _now()
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
-                          fail_vertex if opts.fail_after else None)
+                          fail_vertex if opts.fail_after else None, flink_version=installed())
         deadline = time.monotonic() + opts.timeout_s
         in_place = opts.restart and not opts.rescale
         current = graph

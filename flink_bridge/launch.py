@@ -1,0 +1,183 @@
+"""Running a job in a prepared apache-flink release, from a process that never imports PyFlink.
+
+``run_in_release(version, graph, options, work)`` is ``runner.run`` in the release's environment: it
+starts (or reuses) a worker process there (flink_bridge.worker), sends it the graph and the options, relays
+its progress, and turns its answer back into a FlinkRun. A CutcheckError inside the worker is raised here
+as the same class with the same sentence. Workers are kept per release for the life of this process,
+so a campaign of many runs starts each release's JVM once; they are closed at exit.
+
+Ctrl-C stops the worker (SIGINT: its MiniCluster closes), waits for it, then kills its process group
+(the worker and the JVM it started), and raises KeyboardInterrupt.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from cutcheck.flink_bridge import env as flink_env
+from cutcheck.flink_bridge.releases import require_prepared
+from cutcheck.flink_bridge.runner import FlinkRun, RunOptions, prepare
+from cutcheck.flink_bridge.worker import decode_run, encode_options
+from cutcheck.model import errors
+from cutcheck.model.graph import JobGraph
+
+STOP_GRACE_S = 30.0
+# Variables of a PyFlink already running in this process, which would point the worker's PyFlink at it.
+_FOREIGN = ("FLINK_HOME", "FLINK_CONF_DIR", "FLINK_LIB_DIR", "FLINK_OPT_DIR", "FLINK_PLUGINS_DIR", "PYTHONHOME",
+            "PYTHONSTARTUP", "PYFLINK_GATEWAY_PORT", "_PYFLINK_GATEWAY_PORT")
+
+
+@dataclass(slots=True)
+class Worker:
+    """One worker process in one release's environment."""
+
+    python: str
+    label: str  # "apache-flink 2.1.0"
+    proc: subprocess.Popen[str] | None = None
+    log: str = ""
+    flink: str = ""  # the version the worker reports
+    started_s: float = 0.0  # how long the worker took to be ready (Python, cutcheck and PyFlink imports)
+    runs: int = 0
+    _lines: Any = field(default=None, repr=False)
+
+    def start(self) -> None:
+        log_dir = os.environ.get("FLINK_LOG_DIR") or os.path.join(tempfile.gettempdir(), "cutcheck-flink-logs")
+        os.makedirs(log_dir, exist_ok=True)
+        fd, self.log = tempfile.mkstemp(prefix="cutcheck-worker-", suffix=".log", dir=log_dir)
+        child_env = {k: v for k, v in os.environ.items() if k not in _FOREIGN}
+        child_env.update({"PYTHONPATH": flink_env.package_root(), "PYTHONUNBUFFERED": "1", "FLINK_LOG_DIR": log_dir})
+        t0 = time.monotonic()
+        with os.fdopen(fd, "w") as err:
+            self.proc = subprocess.Popen([self.python, "-m", "cutcheck.flink_bridge.worker", "--serve"],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
+                                         env=child_env, start_new_session=True)
+        self._lines = iter(self.proc.stdout)  # type: ignore[arg-type]
+        ready = self._next()
+        if "ready" not in ready:
+            self.stop()
+            raise errors.EnvironmentProblem(f"the {self.label} worker did not start ({_first(ready)}); see {self.log}.")
+        self.flink = str(ready["ready"]["flink"])
+        self.started_s = time.monotonic() - t0
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def _next(self) -> dict[str, Any]:
+        line = next(self._lines, "")
+        if not line:
+            code = self.proc.wait() if self.proc else None
+            raise errors.EnvironmentProblem(f"the {self.label} worker exited (code {code}) during a run: "
+                                            f"{_tail(self.log)}; its log is {self.log}.")
+        return json.loads(line)
+
+    def run(self, graph: JobGraph, opts: RunOptions, work: str | Path,
+            progress: Callable[[str], None] | None = None) -> FlinkRun:
+        if not self.alive():
+            self.start()
+        assert self.proc is not None and self.proc.stdin is not None
+        request = {"graph": graph.to_json(), "options": encode_options(opts), "work": os.path.abspath(work)}
+        try:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            while True:
+                answer = self._next()
+                if "progress" in answer:
+                    if progress:
+                        progress(str(answer["progress"]))
+                    continue
+                break
+        except KeyboardInterrupt:
+            self.stop(interrupt=True)
+            raise
+        except BrokenPipeError:
+            raise errors.EnvironmentProblem(f"the {self.label} worker is gone: {_tail(self.log)}; its log is {self.log}.") from None
+        self.runs += 1
+        if "result" in answer:
+            return decode_run(answer["result"])
+        if "error" in answer:
+            cls = getattr(errors, str(answer["error"]["type"]), errors.CutcheckError)
+            if not (isinstance(cls, type) and issubclass(cls, errors.CutcheckError)):
+                cls = errors.CutcheckError
+            raise cls(answer["error"]["message"])
+        raise errors.EnvironmentProblem(f"the {self.label} worker failed: {_first(answer)}; its log is {self.log}.")
+
+    def stop(self, interrupt: bool = False) -> None:
+        """End the worker: close its input (it exits), or SIGINT it; kill its group if it lingers."""
+        proc, self.proc = self.proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            if interrupt:
+                proc.send_signal(signal.SIGINT)
+            if proc.stdin:
+                proc.stdin.close()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=STOP_GRACE_S)
+        with contextlib.suppress(OSError):
+            os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and the JVM it started
+        proc.wait()
+        if proc.stdout:
+            proc.stdout.close()
+
+
+def _first(answer: dict[str, Any]) -> str:
+    text = str(answer.get("crash") or answer)
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return (lines[-1] if lines else text)[:300]
+
+
+def _tail(log: str) -> str:
+    try:
+        lines = [ln.strip() for ln in Path(log).read_text(errors="replace").splitlines() if ln.strip()]
+    except OSError:
+        return "no log"
+    return (lines[-1] if lines else "nothing in its log")[:300]
+
+
+_WORKERS: dict[str, Worker] = {}
+
+
+def worker_for(version: str | None) -> Worker:
+    """The worker of a prepared release (``None``: this interpreter, with the PyFlink it has), started once."""
+    key = version or ""
+    if version is None:
+        python, label = sys.executable, "installed PyFlink"
+    else:
+        python, label = str(require_prepared(version).interpreter), f"apache-flink {version}"
+    worker = _WORKERS.get(key)
+    if worker is None:
+        worker = _WORKERS[key] = Worker(python, label)
+    return worker
+
+
+@atexit.register
+def close_all() -> None:
+    for worker in list(_WORKERS.values()):
+        worker.stop()
+    _WORKERS.clear()
+
+
+def run_in_release(version: str | None, graph: JobGraph | str | Path, options: RunOptions, work: str | Path,
+                   progress: Callable[[str], None] | None = None) -> FlinkRun:
+    """Run ``graph`` with ``options`` on apache-flink ``version`` (prepared with ``cutcheck flink env``), Flink's
+    state (checkpoints, sink files) under ``work``; return what happened, as runner.run does in-process.
+
+    ``version=None`` runs in a worker of this interpreter (the PyFlink the flink extra installed). Bad input
+    fails here, before any worker starts. The worker stays up for the next run of the same release."""
+    graph, _ = prepare(graph, options)
+    worker = worker_for(version)
+    run = worker.run(graph, replace(options, release=None), work, progress)
+    run.options = options
+    return run
