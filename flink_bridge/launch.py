@@ -64,7 +64,12 @@ class Worker:
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, text=True,
                                          env=child_env, start_new_session=True)
         self._lines = iter(self.proc.stdout)  # type: ignore[arg-type]
-        ready = self._next()
+        try:
+            ready = self._next()
+        except errors.EnvironmentProblem:
+            self.stop()
+            raise errors.EnvironmentProblem(f"the {self.label} worker did not start ({_tail(self.log)}); "
+                                            f"its log is {self.log}.") from None
         if "ready" not in ready:
             self.stop()
             raise errors.EnvironmentProblem(f"the {self.label} worker did not start ({_first(ready)}); see {self.log}.")
@@ -127,9 +132,12 @@ class Worker:
             proc.wait(timeout=STOP_GRACE_S)
         with contextlib.suppress(OSError):
             os.killpg(proc.pid, signal.SIGKILL)  # its own session: the worker and the JVM it started
-        proc.wait()
+        code = proc.wait()
         if proc.stdout:
             proc.stdout.close()
+        if code == 0 and not interrupt:  # a clean exit: its log holds nothing anyone needs
+            with contextlib.suppress(OSError):
+                os.unlink(self.log)
 
 
 def _first(answer: dict[str, Any]) -> str:

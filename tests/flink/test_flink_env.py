@@ -18,7 +18,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
-from cutcheck.flink_bridge import releases, versions
+from cutcheck.flink_bridge import launch, releases, versions
 from cutcheck.flink_bridge.rest import FlinkCheckpoint, JobStats
 from cutcheck.flink_bridge.runner import FlinkRun, JobRun, RunOptions
 from cutcheck.flink_bridge.worker import decode_run, encode_run
@@ -96,6 +96,12 @@ def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: 
     [entry] = releases.list_prepared()
     assert entry.version == FAKE and entry.size_bytes > 1_000_000  # a virtualenv with pip in it
     assert releases.require_prepared(FAKE).interpreter == env / "bin" / "python"
+    # a release whose worker cannot run a job (this one has no JVM side at all) is one sentence, and no run directory
+    broken = _error_line(_invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(tmp_path / "r"),
+                                 "--flink", FAKE))
+    assert f"the apache-flink {FAKE} worker" in broken and "its log is" in broken, broken
+    assert not (tmp_path / "r").exists()
+    launch.close_all()
     gone = _invoke("flink", "env", "--remove", FAKE)
     assert gone.exit_code == 0, gone.output
     assert not env.exists() and releases.list_prepared() == []
