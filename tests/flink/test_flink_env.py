@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,8 @@ def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return wheels
 
 
-def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: Path) -> None:
+def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     made = _invoke("flink", "env", FAKE, "--find-links", str(fake_index))
     assert made.exit_code == 0, made.output
     env = releases.env_dir(FAKE)
@@ -96,7 +98,9 @@ def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: 
     [entry] = releases.list_prepared()
     assert entry.version == FAKE and entry.size_bytes > 1_000_000  # a virtualenv with pip in it
     assert releases.require_prepared(FAKE).interpreter == env / "bin" / "python"
-    # a release whose worker cannot run a job (this one has no JVM side at all) is one sentence, and no run directory
+    # a release whose worker cannot run a job (this one has no JVM side at all) is one sentence, and no run
+    # directory; this process needs no PyFlink for it (an import of it fails here)
+    monkeypatch.setitem(sys.modules, "pyflink", None)
     broken = _error_line(_invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(tmp_path / "r"),
                                  "--flink", FAKE))
     assert f"the apache-flink {FAKE} worker" in broken and "its log is" in broken, broken
