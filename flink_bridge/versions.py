@@ -92,8 +92,9 @@ class KeyRename:
     source: str
 
 
-# Keys Flink renamed (1.20 kept the old names as deprecated fallbacks, 2.0 removed them). The value
-# formats are the same on both sides of each rename.
+# Keys Flink renamed in 1.20, which kept the old names as deprecated fallbacks (2.1.0 still has them).
+# Checked by the key strings in each release's flink-dist jar: 1.19.3 has only the old names, 1.20.3
+# and 2.1.0 both. The value formats are the same on both sides of each rename.
 RENAMES: tuple[KeyRename, ...] = (
     KeyRename("execution.checkpointing.dir", "state.checkpoints.dir", (1, 20),
               "CheckpointingOptions.CHECKPOINTS_DIRECTORY (1.20: deprecated key state.checkpoints.dir)"),
