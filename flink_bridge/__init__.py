@@ -20,9 +20,11 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.flink_bridge.env import INSTALL_HINT, flink_available, require_flink
+from cutcheck.flink_bridge.launch import run_in_release
 from cutcheck.flink_bridge.runner import FlinkRun, RunOptions
 
-__all__ = ["INSTALL_HINT", "FlinkRun", "RunOptions", "RunOutcome", "flink_available", "require_flink", "run_to_dir"]
+__all__ = ["INSTALL_HINT", "FlinkRun", "RunOptions", "RunOutcome", "flink_available", "require_flink", "run_in_release",
+           "run_to_dir"]
 
 
 @dataclass(slots=True)
@@ -66,8 +68,6 @@ def run_to_dir(graph: Any, out: str | Path, options: RunOptions | None = None, p
         if options.release is None:
             run = runner.run(graph, writer.tmp / "flink", options, progress)
         else:  # in the release's own environment: this process needs no PyFlink
-            from cutcheck.flink_bridge.launch import run_in_release
-
             run = run_in_release(options.release, graph, options, writer.tmp / "flink", progress)
         summary = runlog.write(writer, run)
     except BaseException:

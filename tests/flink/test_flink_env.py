@@ -228,3 +228,12 @@ def test_unknown_versions_are_refused_in_one_sentence() -> None:
         versions.release_line("2.4.0")
     assert "2.3.0" in str(info.value) and "\n" not in str(info.value)
     assert os.path.basename(str(releases.env_dir("2.3.0"))) == "2.3.0"
+
+
+def test_a_conform_replay_names_the_release(tmp_path: Path) -> None:
+    from cutcheck.flink_bridge.conform import Case
+
+    graph = json.loads((EXAMPLES / "keyed-pipeline.json").read_text())
+    case = Case(3, graph, RunOptions(fail_after=1, release="2.1.0"))
+    assert case.replay(tmp_path / "g.json").endswith("--flink 2.1.0")
+    assert "--flink" not in Case(3, graph, RunOptions(fail_after=1)).replay(tmp_path / "g.json")
