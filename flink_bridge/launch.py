@@ -45,6 +45,7 @@ class Worker:
 
     python: str
     label: str  # "apache-flink 2.1.0"
+    expect: str | None = None  # the PyFlink version the environment must import
     proc: subprocess.Popen[str] | None = None
     log: str = ""
     flink: str = ""  # the version the worker reports
@@ -75,6 +76,10 @@ class Worker:
             raise errors.EnvironmentProblem(f"the {self.label} worker did not start ({_first(ready)}); see {self.log}.")
         self.flink = str(ready["ready"]["flink"])
         self.started_s = time.monotonic() - t0
+        if self.expect and self.flink != self.expect:
+            self.stop()
+            raise errors.EnvironmentProblem(f"the environment of {self.label} imports PyFlink {self.flink}; remove it "
+                                            f"(cutcheck flink env --remove {self.expect}) and prepare it again.")
 
     def alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
@@ -103,11 +108,12 @@ class Worker:
                         progress(str(answer["progress"]))
                     continue
                 break
-        except KeyboardInterrupt:
+        except BrokenPipeError:
+            self.stop()
+            raise errors.EnvironmentProblem(f"the {self.label} worker is gone: {_tail(self.log)}; its log is {self.log}.") from None
+        except BaseException:  # Ctrl-C, or the caller's progress callback failed: the run's answer would be left unread
             self.stop(interrupt=True)
             raise
-        except BrokenPipeError:
-            raise errors.EnvironmentProblem(f"the {self.label} worker is gone: {_tail(self.log)}; its log is {self.log}.") from None
         self.runs += 1
         if "result" in answer:
             return decode_run(answer["result"])
@@ -166,7 +172,7 @@ def worker_for(version: str | None) -> Worker:
         python, label = str(require_prepared(version).interpreter), f"apache-flink {version}"
     worker = _WORKERS.get(key)
     if worker is None:
-        worker = _WORKERS[key] = Worker(python, label)
+        worker = _WORKERS[key] = Worker(python, label, version)
     return worker
 
 

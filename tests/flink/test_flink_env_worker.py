@@ -81,3 +81,10 @@ def test_ctrl_c_stops_the_worker_and_its_jvm(tmp_path: Path) -> None:
     with pytest.raises(KeyboardInterrupt):
         worker.run(JobGraph.from_json(EXAMPLES / "keyed-pipeline.json"), RunOptions(records=3000), tmp_path, interrupt)
     assert worker.proc is None and _gone(pid)  # no process of its group (the worker, the JVM) is left
+
+
+def test_an_environment_that_imports_another_release_is_refused() -> None:
+    worker = launch.Worker(launch.sys.executable, "apache-flink 1.20.3", expect="1.20.3")
+    with pytest.raises(CutcheckError, match=rf"imports PyFlink {installed()}; remove it .*--remove 1.20.3"):
+        worker.start()
+    assert worker.proc is None
