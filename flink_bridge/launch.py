@@ -50,7 +50,7 @@ class Worker:
     log: str = ""
     flink: str = ""  # the version the worker reports
     started_s: float = 0.0  # how long the worker took to be ready (Python, cutcheck and PyFlink imports)
-    runs: int = 0
+    served: int = 0  # requests answered (runs and calls)
     _lines: Any = field(default=None, repr=False)
 
     def start(self) -> None:
@@ -94,10 +94,18 @@ class Worker:
 
     def run(self, graph: JobGraph, opts: RunOptions, work: str | Path,
             progress: Callable[[str], None] | None = None) -> FlinkRun:
+        request = {"graph": graph.to_json(), "options": encode_options(opts), "work": os.path.abspath(work)}
+        return decode_run(self._exchange(request, progress))
+
+    def call(self, target: str, payload: Any) -> Any:
+        """``cutcheck.module:function`` applied to ``payload`` in the worker; its JSON answer."""
+        return self._exchange({"call": target, "payload": payload}, None)
+
+    def _exchange(self, request: dict[str, Any], progress: Callable[[str], None] | None) -> Any:
+        """Send one request, relay its progress, return its result; its error raised here as the same class."""
         if not self.alive():
             self.start()
         assert self.proc is not None and self.proc.stdin is not None
-        request = {"graph": graph.to_json(), "options": encode_options(opts), "work": os.path.abspath(work)}
         try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
@@ -114,9 +122,9 @@ class Worker:
         except BaseException:  # Ctrl-C, or the caller's progress callback failed: the run's answer would be left unread
             self.stop(interrupt=True)
             raise
-        self.runs += 1
+        self.served += 1
         if "result" in answer:
-            return decode_run(answer["result"])
+            return answer["result"]
         if "error" in answer:
             cls = getattr(errors, str(answer["error"]["type"]), errors.CutcheckError)
             if not (isinstance(cls, type) and issubclass(cls, errors.CutcheckError)):
@@ -195,3 +203,9 @@ def run_in_release(version: str | None, graph: JobGraph | str | Path, options: R
     run = worker.run(graph, replace(options, release=None), work, progress)
     run.options = options
     return run
+
+
+def call_in_release(version: str | None, target: str, payload: Any) -> Any:
+    """``cutcheck.module:function(payload)`` run in apache-flink ``version``'s worker (``None``: this interpreter's
+    worker); JSON in, JSON out. A CutcheckError it raises is raised here as the same class."""
+    return worker_for(version).call(target, payload)

@@ -30,9 +30,9 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.flink_bridge import env as flink_env
+from cutcheck.flink_bridge import versions
 from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
 from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
-from cutcheck.flink_bridge.versions import adapt, installed
 from cutcheck.model.errors import CutcheckError, GraphError
 from cutcheck.model.graph import JobGraph
 
@@ -182,7 +182,7 @@ def environment(conf: dict[str, str]) -> Any:
 
     gw = flink_env.gateway()
     config = Configuration()
-    for k, v in adapt(conf, installed()).items():  # the release's names for renamed keys
+    for k, v in versions.adapt(conf, versions.installed()).items():  # the release's names for renamed keys
         config.set_string(k, v)
     # The Java constructor honours execution.target; getExecutionEnvironment() would force a local one.
     j_env = gw.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(config._j_configuration)
@@ -222,7 +222,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         rest = Rest(cluster.rest_url)
         started = _now()
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
-                          fail_vertex if opts.fail_after else None, flink_version=installed())
+                          fail_vertex if opts.fail_after else None, flink_version=versions.installed())
         deadline = time.monotonic() + opts.timeout_s
         in_place = opts.restart and not opts.rescale
         current = graph

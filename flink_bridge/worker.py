@@ -7,7 +7,10 @@ line on standard input and answers on standard output, one JSON object per line:
 * first ``{"ready": {"flink": "2.1.0", "python": "3.11.7"}}`` once PyFlink imports;
 * per request ``{"graph": <job graph JSON>, "options": <RunOptions>, "work": "<dir>"}``: any number of
   ``{"progress": "..."}``, then ``{"result": <FlinkRun>}`` or ``{"error": {"type": "GraphError", "message": "..."}}``
-  (a CutcheckError, re-raised as such by the parent) or ``{"crash": "<traceback>"}``.
+  (a CutcheckError, re-raised as such by the parent) or ``{"crash": "<traceback>"}``;
+* per request ``{"call": "cutcheck.module:function", "payload": <JSON>}``: the function's JSON answer as
+  ``{"result": ...}``, or an error or crash as above (what a caller needs done beside the run, in the
+  release: reading checkpoints with its own loader, say).
 
 The run is flink_bridge.runner.run, unchanged: submit, arm the failure, resubmit after a rescale, collect
 the REST statistics. The JVM (PyFlink's gateway) starts with the first run and serves the next ones.
@@ -19,6 +22,7 @@ one request from a file, for debugging by hand.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import json
 import os
 import sys
@@ -73,11 +77,34 @@ def decode_run(data: dict[str, Any]) -> FlinkRun:
     return FlinkRun(**fields)
 
 
+def call(target: str, payload: Any) -> Any:
+    """``module:function`` of cutcheck applied to ``payload`` (JSON in, JSON out), in this process."""
+    module, _, name = target.partition(":")
+    if not module.startswith("cutcheck.") or not name:
+        raise CutcheckError(f"{target!r}: the worker calls only functions of cutcheck, named module:function.")
+    try:
+        function = getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        raise CutcheckError(f"{target!r}: no such function in this cutcheck.") from None
+    return function(payload)
+
+
+def observe_in_release(version: str | None, target: str, payload: Any) -> Any:
+    """``call(target, payload)`` in apache-flink ``version``'s worker (flink_bridge.launch.call_in_release): the
+    name flink_bridge.hunt looks for to run a case's observation in another release."""
+    from cutcheck.flink_bridge.launch import call_in_release
+
+    return call_in_release(version, target, payload)
+
+
 def handle(request: dict[str, Any], send: Any) -> None:
-    """One run; its answer (result, error or crash) through ``send``."""
+    """One run, or one call; its answer (result, error or crash) through ``send``."""
     from cutcheck.flink_bridge import runner
 
     try:
+        if "call" in request:
+            send({"result": call(str(request["call"]), request.get("payload"))})
+            return
         graph = JobGraph.from_json(request["graph"])
         run = runner.run(graph, request["work"], decode_options(request["options"]),
                          lambda msg: send({"progress": msg}))

@@ -47,14 +47,14 @@ def test_a_run_in_the_worker_comes_back_whole(tmp_path: Path) -> None:
     # the parent turns it into a run directory the in-process path would write
     worker = launch.worker_for(None)
     pid = worker.proc.pid if worker.proc else -1
-    assert worker.alive() and worker.runs == 1
+    assert worker.alive() and worker.served == 1
     from cutcheck.flink_bridge import runlog
     from cutcheck.reference.logs import RunLogWriter
 
     writer = RunLogWriter(tmp_path / "run", in_place=True)
     summary = runlog.write(writer, launch.run_in_release(None, graph, RunOptions(records=300), writer.tmp / "flink"))
     assert summary["exactly_once"]["ok"] and summary["output_rows"] == 300
-    assert worker.runs == 2 and worker.proc is not None and worker.proc.pid == pid  # one worker, one JVM, two runs
+    assert worker.served == 2 and worker.proc is not None and worker.proc.pid == pid  # one worker, one JVM, two runs
     launch.close_all()
     assert _gone(pid)
 
@@ -88,3 +88,22 @@ def test_an_environment_that_imports_another_release_is_refused() -> None:
     with pytest.raises(CutcheckError, match=rf"imports PyFlink {installed()}; remove it .*--remove 1.20.3"):
         worker.start()
     assert worker.proc is None
+
+
+
+def test_a_call_in_the_worker_answers_json_and_keeps_errors_whole() -> None:
+    from cutcheck.flink_bridge.worker import observe_in_release
+
+    try:
+        assert launch.call_in_release(None, "cutcheck.flink_bridge.versions:parse", "2.1.0") == [2, 1, 0]
+        assert observe_in_release(None, "cutcheck.flink_bridge.versions:parse", "1.20.3") == [1, 20, 3]
+        with pytest.raises(CutcheckError, match="not an apache-flink release number"):
+            launch.call_in_release(None, "cutcheck.flink_bridge.versions:parse", "two")
+        with pytest.raises(CutcheckError, match="only functions of cutcheck"):
+            launch.call_in_release(None, "os:getcwd", None)
+        with pytest.raises(CutcheckError, match="no such function"):
+            launch.call_in_release(None, "cutcheck.flink_bridge.versions:nothing", None)
+        worker = launch.worker_for(None)
+        assert worker.alive() and worker.served == 5  # one worker answered all five
+    finally:
+        launch.close_all()
