@@ -20,8 +20,9 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -168,27 +169,50 @@ def _tail(log: str) -> str:
     return (lines[-1] if lines else "nothing in its log")[:300]
 
 
-_WORKERS: dict[str, Worker] = {}
+_WORKERS: dict[str, list[Worker]] = {}  # per release, idle or busy
+_BUSY: set[int] = set()  # id() of the workers serving a request now
+_POOL_LOCK = threading.Lock()
 
 
-def worker_for(version: str | None) -> Worker:
-    """The worker of a prepared release (``None``: this interpreter, with the PyFlink it has), started once."""
+@contextlib.contextmanager
+def worker_for(version: str | None) -> Iterator[Worker]:
+    """An idle worker of a prepared release (``None``: this interpreter, with the PyFlink it has), for one request.
+
+    Workers outlive the request and serve the next one of their release, so a campaign starts each
+    release's JVM once; threads asking at once get a worker each (each its own JVM; the machine lock
+    still decides how many clusters run at a time)."""
     key = version or ""
     if version is None:
         python, label = sys.executable, "installed PyFlink"
     else:
         python, label = str(require_prepared(version).interpreter), f"apache-flink {version}"
-    worker = _WORKERS.get(key)
-    if worker is None:
-        worker = _WORKERS[key] = Worker(python, label, version)
-    return worker
+    with _POOL_LOCK:
+        pool = _WORKERS.setdefault(key, [])
+        worker = next((w for w in pool if id(w) not in _BUSY), None)
+        if worker is None:
+            worker = Worker(python, label, version)
+            pool.append(worker)
+        _BUSY.add(id(worker))
+    try:
+        yield worker
+    finally:
+        with _POOL_LOCK:
+            _BUSY.discard(id(worker))
+
+
+def workers(version: str | None) -> list[Worker]:
+    """The workers of a release this process has started (for figures: start times, requests served)."""
+    with _POOL_LOCK:
+        return list(_WORKERS.get(version or "", []))
 
 
 @atexit.register
 def close_all() -> None:
-    for worker in list(_WORKERS.values()):
+    with _POOL_LOCK:
+        every = [w for pool in _WORKERS.values() for w in pool]
+        _WORKERS.clear()
+    for worker in every:
         worker.stop()
-    _WORKERS.clear()
 
 
 def run_in_release(version: str | None, graph: JobGraph | str | Path, options: RunOptions, work: str | Path,
@@ -199,8 +223,8 @@ def run_in_release(version: str | None, graph: JobGraph | str | Path, options: R
     ``version=None`` runs in a worker of this interpreter (the PyFlink the flink extra installed). Bad input
     fails here, before any worker starts. The worker stays up for the next run of the same release."""
     graph, _ = prepare(graph, options)
-    worker = worker_for(version)
-    run = worker.run(graph, replace(options, release=None), work, progress)
+    with worker_for(version) as worker:
+        run = worker.run(graph, replace(options, release=None), work, progress)
     run.options = options
     return run
 
@@ -208,4 +232,5 @@ def run_in_release(version: str | None, graph: JobGraph | str | Path, options: R
 def call_in_release(version: str | None, target: str, payload: Any) -> Any:
     """``cutcheck.module:function(payload)`` run in apache-flink ``version``'s worker (``None``: this interpreter's
     worker); JSON in, JSON out. A CutcheckError it raises is raised here as the same class."""
-    return worker_for(version).call(target, payload)
+    with worker_for(version) as worker:
+        return worker.call(target, payload)

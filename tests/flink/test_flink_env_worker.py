@@ -45,7 +45,7 @@ def test_a_run_in_the_worker_comes_back_whole(tmp_path: Path) -> None:
     assert run.jobs[0].stats and any(cp.status == "COMPLETED" for cp in run.jobs[0].stats.checkpoints)
     assert run.checkpoint_dir == str(tmp_path / "work" / "checkpoints")
     # the parent turns it into a run directory the in-process path would write
-    worker = launch.worker_for(None)
+    [worker] = launch.workers(None)
     pid = worker.proc.pid if worker.proc else -1
     assert worker.alive() and worker.served == 1
     from cutcheck.flink_bridge import runlog
@@ -103,7 +103,11 @@ def test_a_call_in_the_worker_answers_json_and_keeps_errors_whole() -> None:
             launch.call_in_release(None, "os:getcwd", None)
         with pytest.raises(CutcheckError, match="no such function"):
             launch.call_in_release(None, "cutcheck.flink_bridge.versions:nothing", None)
-        worker = launch.worker_for(None)
-        assert worker.alive() and worker.served == 5  # one worker answered all five
+        [worker] = launch.workers(None)
+        assert worker.alive() and worker.served == 5  # one worker answered all five, one after another
+        with launch.worker_for(None) as busy, launch.worker_for(None) as other:  # two threads at once get two
+            assert busy is worker and other is not worker
+            assert other.call("cutcheck.flink_bridge.versions:parse", "2.3.0") == [2, 3, 0]
+        assert len(launch.workers(None)) == 2
     finally:
         launch.close_all()
