@@ -191,12 +191,17 @@ def _release_lock(version: str) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def _pip(python: Path, args: list[str], log: Path) -> None:
+def _pip(python: Path, args: list[str], log: Path, alone: bool) -> None:
+    """pip in the new environment; ``alone``: with no pip configuration (its indexes and find-links), so that
+    --find-links DIR is the only source."""
+    env = {k: v for k, v in os.environ.items() if not (alone and k.startswith("PIP_"))}
+    if alone:
+        env["PIP_CONFIG_FILE"] = os.devnull
     with open(log, "a") as out:
         out.write(f"$ {python} -m pip {' '.join(args)}\n")
         out.flush()
         proc = subprocess.run([str(python), "-m", "pip", *args], stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL, timeout=PIP_TIMEOUT_S)
+                              stdin=subprocess.DEVNULL, timeout=PIP_TIMEOUT_S, env=env)
     if proc.returncode != 0:
         lines = [ln.strip() for ln in log.read_text().splitlines() if ln.startswith("ERROR")]
         why = lines[-1] if lines else f"pip exited {proc.returncode}"
@@ -242,7 +247,7 @@ def prepare(version: str, *, python: str | None = None, find_links: str | None =
             say(f"installing apache-flink=={version} ({'from ' + find_links if find_links else 'from the package index'}; "
                 f"a few hundred MB; log: {log})")
             _pip(interpreter(tmp), ["install", "--disable-pip-version-check", *source, f"apache-flink=={version}",
-                                    *WORKER_REQUIREMENTS], log)
+                                    *WORKER_REQUIREMENTS], log, alone=find_links is not None)
             check = subprocess.run([str(interpreter(tmp)), "-c", "from pyflink.version import __version__ as v; print(v)"],
                                    capture_output=True, text=True, timeout=300)
             if check.returncode != 0 or check.stdout.strip() != version:

@@ -122,7 +122,7 @@ def test_a_failed_install_leaves_nothing_but_its_log(fake_index: Path) -> None:
 
 def test_ctrl_c_during_the_install_removes_the_half_made_environment(fake_index: Path,
                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    def interrupted(*_args: Any) -> None:
+    def interrupted(*_args: Any, **_kwargs: Any) -> None:
         raise KeyboardInterrupt
 
     monkeypatch.setattr(releases, "_pip", interrupted)
