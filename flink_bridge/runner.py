@@ -323,7 +323,7 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
                 say(f"checkpoint {latest} completed: stopping with a {opts.savepoint} savepoint")
                 result.savepoint = stop_with_savepoint(rest.base, job_id, os.path.join(result.work, "savepoints"),
                                                        opts.savepoint, max(deadline - time.monotonic(), 1.0))
-                result.events.append((_now(), "savepoint", f"{opts.savepoint} savepoint {result.savepoint}"))
+                result.events.append((_now(), "savepoint", f"{opts.savepoint} savepoint " + (result.savepoint or "failed")))
         if time.monotonic() > deadline:
             rest_cancel(rest, job_id)
             raise CutcheckError(f"Flink job {job_id} did not end within {opts.timeout_s:.0f} s; it was cancelled.")
