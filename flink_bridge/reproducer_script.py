@@ -386,7 +386,7 @@ def main() -> int:
               f"{'refuses it (' + expected + ')' if expected else 'accepts it'}" + (f"; Flink said: {refused}" if refused else ""))
         return 0 if ok else 1
     problems = check(work)
-    if not keep:
+    if not keep and not problems:  # a FAIL keeps its evidence
         shutil.rmtree(work, ignore_errors=True)
     if problems:
         print(f"FAIL: {len(problems)} disagreements with exactly-once; first ones:")

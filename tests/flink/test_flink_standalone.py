@@ -51,3 +51,4 @@ def test_rendered_script_passes_then_fails_on_a_duplicated_row(tmp_path: Path) -
     assert again.returncode == 1 and "FAIL" in again.stdout, again.stdout[-2000:]
     dup = int(part.read_text().splitlines()[0].split(",")[0])
     assert f"record {dup} " in again.stdout and "times, expected" in again.stdout
+    assert part.exists(), "a FAIL keeps the work directory (the evidence)"
