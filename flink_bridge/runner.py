@@ -40,6 +40,7 @@ from typing import Any
 from cutcheck.flink_bridge import env as flink_env
 from cutcheck.flink_bridge.checkpoints import stop_with_savepoint
 from cutcheck.flink_bridge.features import Features, Key, installed
+from cutcheck.flink_bridge.process_cluster import kill_mid_checkpoint, process_cluster
 from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
 from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
 from cutcheck.model.errors import CutcheckError, GraphError
@@ -74,6 +75,7 @@ class RunOptions:
     stop_after: int | None = None
     chaining: bool = True  # False: every vertex starts an operator chain of its own
     force_unaligned: bool | None = None  # execution.checkpointing.unaligned.forced; None: when a custom edge needs it
+    kill_after: int | None = None  # SIGKILL the TaskManager JVM mid-checkpoint once checkpoint N completed
     timeout_s: float = 900.0
 
 
@@ -130,6 +132,9 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
             raise CutcheckError("--savepoint and --fail-after-checkpoint are two ways to end the first job; give one.")
         if opts.stop_after is None or opts.stop_after < 1:
             raise CutcheckError("--savepoint needs --stop-after-checkpoint N (at least 1): the job stops once checkpoint N completed.")
+    if opts.kill_after is not None and (opts.kill_after < 1 or opts.fail_after is not None or opts.savepoint or opts.rescale):
+        raise CutcheckError("--kill-after-checkpoint N (at least 1) is a fault of its own, restarted in place: "
+                            "give it without --fail-after-checkpoint, --savepoint or --rescale.")
     if opts.rescale and opts.fail_after is None and opts.savepoint is None:
         raise CutcheckError("--rescale needs --fail-after-checkpoint N (or --savepoint): the rescaled restore is the one after that.")
     if opts.fail_after is not None and opts.fail_after < 1:
@@ -251,7 +256,9 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
     slots = max(max(v.parallelism for v in graph.vertices), max(v.parallelism for v in target.vertices))
     say("starting a Flink MiniCluster")
     # Retention is the JobManager's setting, not the job's: it goes into the cluster configuration.
-    with flink_env.mini_cluster(slots, {installed().key(Key.RETAINED): str(opts.retained)}) as cluster:
+    # A killed JVM needs the cluster in processes of its own (flink_bridge.process_cluster).
+    launch = process_cluster if opts.kill_after is not None else flink_env.mini_cluster
+    with launch(slots, {installed().key(Key.RETAINED): str(opts.retained)}) as cluster:
         rest = Rest(cluster.rest_url)
         started = _now()
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
@@ -271,7 +278,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
                                   + ", ".join(f"{v.id}={v.parallelism}" for v in current.vertices)
                                   + (f", restoring {restore}" if restore else "")))
             say(f"job {index} ({job_id}) running")
-            state = _watch(rest, job_id, opts, probes, result, deadline, say)
+            state = _watch(rest, job_id, opts, probes, result, deadline, say, cluster)
             job.stats = rest.collect(job_id)
             result.events.append((job.stats.end_ms or _now(), state.lower(), f"job {job_id}"))
             if state == "FINISHED" and result.savepoint and index == 0:
@@ -295,14 +302,14 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
     if opts.savepoint is not None and result.savepoint is None:
         raise CutcheckError(f"the job finished before checkpoint {opts.stop_after} completed, so no savepoint was taken; "
                             "give more --records or a smaller --stop-after-checkpoint.")
-    if opts.fail_after is not None and result.fired is None:
-        raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after} could fire; "
+    if (opts.fail_after is not None or opts.kill_after is not None) and result.fired is None:
+        raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after or opts.kill_after} could fire; "
                             "give more --records or a smaller --fail-after-checkpoint.")
     return result
 
 
 def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result: FlinkRun, deadline: float,
-           say: Callable[[str], None]) -> str:
+           say: Callable[[str], None], cluster: Any = None) -> str:
     """Poll until the job ends; arm the failure once checkpoint N completed; note when it fired."""
     while True:
         state = rest.state(job_id)
@@ -324,6 +331,12 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
                 result.savepoint = stop_with_savepoint(rest.base, job_id, os.path.join(result.work, "savepoints"),
                                                        opts.savepoint, max(deadline - time.monotonic(), 1.0))
                 result.events.append((_now(), "savepoint", f"{opts.savepoint} savepoint " + (result.savepoint or "failed")))
+        if opts.kill_after is not None and result.fired is None:
+            result.fired = kill_mid_checkpoint(rest, job_id, opts.kill_after, cluster)
+            if result.fired:
+                result.fired_ms = _now()
+                result.events.append((result.fired_ms, "failure", f"{result.fired}, SIGKILL; another one started"))
+                say(f"{result.fired}: killed; another TaskManager started")
         if time.monotonic() > deadline:
             rest_cancel(rest, job_id)
             raise CutcheckError(f"Flink job {job_id} did not end within {opts.timeout_s:.0f} s; it was cancelled.")
