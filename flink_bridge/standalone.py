@@ -37,6 +37,9 @@ def case(graph: JobGraph | dict[str, Any] | str | Path, options: RunOptions, *, 
 
     start, target = prepare(graph if not isinstance(graph, dict) else JobGraph.from_json(graph), options)
     feat: Features = features(release) if release else installed()
+    if options.kill_after is not None:
+        raise CutcheckError("a standalone script runs Flink in its own process and cannot kill a TaskManager JVM; "
+                            "reproduce a killed JVM with cutcheck (RunOptions.kill_after) or give a failure instead.")
     if options.checkpoint_dir is not None or options.job_id is not None:
         raise CutcheckError("a standalone script chooses its own directories and job ids; leave out --checkpoint-dir and --job-id.")
     expect = Expectations.of(start)

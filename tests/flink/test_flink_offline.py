@@ -341,3 +341,32 @@ def test_standalone_script_imports_nothing_of_cutcheck_and_carries_the_case() ->
     assert case["options"]["rescale"] == {"sink": 2} and case["options"]["claim_mode"] == "claim"
     assert sum(case["expect"]["events"]["copies"]) == len(case["expect"]["events"]["copies"])  # one copy per event
     assert set(case["expect"]["rules"]["copies"]) == {3}  # a broadcast copy per consumer subtask
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"savepoint": "native"}, "--savepoint needs --stop-after-checkpoint"),
+    ({"savepoint": "json", "stop_after": 1}, "--savepoint 'json' is not one of canonical, native"),
+    ({"savepoint": "native", "stop_after": 1, "fail_after": 1}, "two ways to end the first job"),
+    ({"claim_mode": "legacy"}, "--claim-mode 'legacy' is not one of claim, no_claim"),
+    ({"kill_after": 1, "rescale": {"count": 1}}, "a fault of its own, restarted in place"),
+    ({"kill_after": 0}, "at least 1"),
+])
+def test_run_option_combinations_are_refused_in_one_sentence(changes: dict[str, Any], words: str) -> None:
+    from cutcheck.flink_bridge.runner import RunOptions, prepare
+    from cutcheck.model.errors import CutcheckError
+
+    with pytest.raises(CutcheckError, match=words):
+        prepare(EXAMPLES / "keyed-pipeline.json", RunOptions(**changes))
+    prepare(EXAMPLES / "keyed-pipeline.json", RunOptions(savepoint="canonical", stop_after=2, rescale={"count": 1}))
+
+
+def test_flink_script_writes_a_new_file_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = tmp_path / "case.py"
+    result = _invoke("flink", "script", str(EXAMPLES / "co-map.json"), "--out", str(out), "--fail-after-checkpoint", "1",
+                     "--release", "1.20.1")
+    assert result.exit_code == 0, result.output
+    assert "execution.state-recovery.claim-mode" in out.read_text() and "cutcheck import" not in out.read_text()
+    before = out.read_text()
+    again = _invoke("flink", "script", str(EXAMPLES / "co-map.json"), "--out", str(out))
+    assert again.exit_code == 2 and "already exists" in _error_line(again) and out.read_text() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".case.py")], "no temporary left behind"

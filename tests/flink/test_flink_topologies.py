@@ -65,3 +65,21 @@ def test_savepoint_restore_rescaled_is_exactly_once(fmt: str, claim: str, increm
         assert not os.path.exists(metadata), "claim: Flink discards the subsumed savepoint"
     if claim == "no_claim":
         assert os.path.exists(metadata), "no_claim: Flink never deletes the restored snapshot"
+
+
+def test_taskmanager_killed_mid_checkpoint_recovers_exactly_once(tmp_path: Path) -> None:
+    graph = {"name": "kill", "vertices": [
+        {"id": "src", "kind": "source", "parallelism": 2, "records": 800, "keys": 8, "splits": 2},
+        {"id": "count", "kind": "keyed_count", "parallelism": 2},
+        {"id": "sink", "kind": "sink", "parallelism": 1}],
+        "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+                  {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+    run = runner.run(graph, tmp_path / "flink", RunOptions(mode="unaligned", kill_after=1, delay_ms=2.0))
+    assert run.fired and run.fired.startswith("TaskManager JVM") and "during checkpoint" in run.fired
+    killed_during = int(run.fired.rsplit(" ", 1)[1])
+    assert killed_during > 1
+    stats = run.jobs[0].stats
+    assert stats.state == "FINISHED" and stats.restored, "Flink restored the job in place on the new TaskManager"
+    assert int(stats.restored["id"]) < killed_during, "from a checkpoint completed before the kill"
+    eo, rows = runlog.verdict(run.graph, run)
+    assert eo.ok and rows == 800, eo.to_json()
