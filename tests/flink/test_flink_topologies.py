@@ -83,3 +83,17 @@ def test_taskmanager_killed_mid_checkpoint_recovers_exactly_once(tmp_path: Path)
     assert int(stats.restored["id"]) < killed_during, "from a checkpoint completed before the kill"
     eo, rows = runlog.verdict(run.graph, run)
     assert eo.ok and rows == 800, eo.to_json()
+
+
+@pytest.mark.parametrize("claim", ["claim", "no_claim"])
+def test_rescaled_restore_from_a_retained_checkpoint_in_each_claim_mode(claim: str, tmp_path: Path) -> None:
+    opts = RunOptions(mode="unaligned", fail_after=1, rescale={"c": 1}, claim_mode=claim, delay_ms=1.0, retained=1)
+    run = runner.run(GRAPH, tmp_path / "flink", opts)
+    eo, _ = runlog.verdict(run.graph, run)
+    assert eo.ok, eo.to_json()
+    restored = run.jobs[1].restored_from
+    assert restored and "/chk-" in restored
+    metadata = os.path.join(restored.removeprefix("file://"), "_metadata")
+    if [cp for cp in run.jobs[1].stats.checkpoints if cp.status == "COMPLETED"]:
+        # one retained: the restored checkpoint is subsumed; only a claimed one is Flink's to delete
+        assert os.path.exists(metadata) == (claim == "no_claim"), claim
