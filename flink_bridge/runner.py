@@ -254,7 +254,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
     probes = ProbeSpec({slow: opts.delay_ms / 1000.0}, fail_vertex if opts.fail_after else None,
                        os.path.join(control, "armed"), os.path.join(control, "fired"))
     slots = max(max(v.parallelism for v in graph.vertices), max(v.parallelism for v in target.vertices))
-    say("starting a Flink MiniCluster")
+    say("starting a Flink cluster" + (" in JVMs of its own" if opts.kill_after is not None else " (MiniCluster)"))
     # Retention is the JobManager's setting, not the job's: it goes into the cluster configuration.
     # A killed JVM needs the cluster in processes of its own (flink_bridge.process_cluster).
     launch = process_cluster if opts.kill_after is not None else flink_env.mini_cluster
