@@ -34,6 +34,8 @@ from dataclasses import dataclass
 from enum import StrEnum, unique
 
 from cutcheck.model.errors import CutcheckError
+from cutcheck.model.graph import JobGraph
+from cutcheck.model.partitioning import supports_unaligned
 
 Release = tuple[int, int, int]
 OLDEST: Release = (1, 19, 0)
@@ -129,3 +131,19 @@ def installed() -> Features:
     from pyflink.version import __version__
 
     return features(__version__.split(".dev")[0].split("rc")[0])
+
+
+def unaligned_edges(graph: JobGraph, release: Features, forced: bool = True) -> frozenset[int]:
+    """Keys of the edges whose barriers a release lets overtake data under unaligned checkpoints.
+
+    Flink decides per consuming node (facts §3.7): when any input edge of a node cannot carry
+    unaligned barriers, none of that node's inputs does. Pointwise and broadcast edges never can.
+    A custom edge cannot in 2.x (its partitioner disables it); in 1.19 and 1.20 it can once the job is
+    forced (``forced``, which flink_bridge.runner sets whenever a custom edge meets unaligned
+    checkpoints). For 2.x this is the engine's rule (model.execution.edge_supports_unaligned)."""
+    def capable(partitioner: str) -> bool:
+        if partitioner == "custom":
+            return forced and not release.custom_edge_aligned
+        return supports_unaligned(partitioner)
+
+    return frozenset(e.key for e in graph.edges if all(capable(o.partitioner) for o in graph.in_edges(e.target)))

@@ -370,3 +370,22 @@ def test_flink_script_writes_a_new_file_only(monkeypatch: pytest.MonkeyPatch, tm
     again = _invoke("flink", "script", str(EXAMPLES / "co-map.json"), "--out", str(out))
     assert again.exit_code == 2 and "already exists" in _error_line(again) and out.read_text() == before
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".case.py")], "no temporary left behind"
+
+
+def test_unaligned_edges_per_release_and_the_engine_rule_for_2x() -> None:
+    from cutcheck.flink_bridge.features import features, unaligned_edges
+    from cutcheck.model.execution import edge_supports_unaligned
+
+    data = {"name": "mixed", "vertices": [
+        {"id": "a", "kind": "source", "parallelism": 2, "records": 10},
+        {"id": "b", "kind": "source", "parallelism": 2, "records": 10},
+        {"id": "u", "kind": "co_map", "parallelism": 2},
+        {"id": "m", "kind": "map", "parallelism": 2},
+        {"id": "k", "kind": "sink", "parallelism": 2}],
+        "edges": [{"from": "a", "to": "u", "partitioner": "custom"}, {"from": "b", "to": "u", "partitioner": "rebalance"},
+                  {"from": "u", "to": "m", "partitioner": "rebalance"}, {"from": "m", "to": "k", "partitioner": "rescale"}]}
+    graph = JobGraph.from_json(data)
+    two = unaligned_edges(graph, features("2.3.0"))
+    assert two == {2} == {e.key for e in graph.edges if edge_supports_unaligned(graph, e.key)}, "2.x is the engine's rule"
+    assert unaligned_edges(graph, features("1.19.0")) == {0, 1, 2}, "1.19 forced: the custom edge goes unaligned"
+    assert unaligned_edges(graph, features("1.19.0"), forced=False) == {2}
