@@ -39,9 +39,12 @@ def test_rendered_script_passes_then_fails_on_a_duplicated_row(tmp_path: Path) -
     script.write_text(render(CASE, opts))
     work = tmp_path / "work"
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # nothing of cutcheck on the path
+    # The driver runs with cutcheck made unimportable: any import of it would fail the run.
+    blocked = ("import runpy, sys; sys.modules['cutcheck'] = None; sys.argv = sys.argv[1:]; "
+               "runpy.run_path(sys.argv[0], run_name='__main__')")
     with machine_lock():
-        done = subprocess.run([sys.executable, str(script), "--work", str(work), "--keep"], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=600)
+        done = subprocess.run([sys.executable, "-c", blocked, str(script), "--work", str(work), "--keep"], cwd=tmp_path,
+                              env=env, capture_output=True, text=True, timeout=600)
     assert done.returncode == 0 and "PASS" in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     assert "restoring" in done.stdout and "failure armed" in done.stdout
     part = next(p for p in sorted((work / "sink" / "k").iterdir()) if not p.name.startswith("."))
