@@ -128,9 +128,14 @@ def features(release: Release | str) -> Features:
 
 def installed() -> Features:
     """The row of the PyFlink this process imports (the flink extra's release)."""
+    import re
+
     from pyflink.version import __version__
 
-    return features(__version__.split(".dev")[0].split("rc")[0])
+    found = re.match(r"\d+\.\d+(\.\d+)?", __version__)  # 2.1.0.post1, 2.2.0rc1, ... -> the release
+    if found is None:
+        raise CutcheckError(f"the installed PyFlink reports version {__version__!r}, which names no Flink release.")
+    return features(found.group(0))
 
 
 def unaligned_edges(graph: JobGraph, release: Features, forced: bool = True) -> frozenset[int]:
