@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from cutcheck.flink_bridge.env import Cluster
 from cutcheck.flink_bridge.runner import RunOptions, environment, job_config, needs_forced, prepare
 from cutcheck.flink_bridge.translate import ProbeSpec, build, sink_dirs
@@ -112,3 +114,17 @@ def test_chaining_off_gives_every_vertex_a_task_of_its_own(tmp_path: Any) -> Non
     off, _ = _job_vertices(tmp_path / "off", TWO_INPUTS, False)
     # on: bs -> m -> k (forward, one input each) chain into one task; off: each is its own
     assert off >= on + 2, (on, off)
+
+
+@pytest.mark.parametrize("partitioner", ["rebalance", "forward"])
+def test_two_edges_between_one_pair_are_two_flink_edges(partitioner: str, tmp_path: Any) -> None:
+    data = {"name": "twice", "vertices": [
+        {"id": "a", "kind": "source", "parallelism": 2, "records": 20, "keys": 4},
+        {"id": "u", "kind": "union", "parallelism": 2},
+        {"id": "k", "kind": "sink", "parallelism": 2}],
+        "edges": [{"from": "a", "to": "u", "partitioner": partitioner}, {"from": "a", "to": "u", "partitioner": partitioner},
+                  {"from": "u", "to": "k", "partitioner": "forward"}]}
+    env, _ = _stream_graph(tmp_path, data)
+    nodes = {str(n.getTransformationUID()): n for n in env._generate_stream_graph(clear_transformations=False)
+             .getStreamNodes().toArray()}
+    assert [str(e.getPartitioner()) for e in nodes["u"].getInEdges()] == [partitioner.upper()] * 2
