@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import glob
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -150,6 +151,7 @@ def process_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator
             yield Cluster(procs, rest_port)
         finally:
             procs.stop()
+            shutil.rmtree(work, ignore_errors=True)  # the configuration directory; the logs stay in log_dir
 
 
 def in_progress(rest_url: str, job_id: str) -> Any:
