@@ -53,7 +53,7 @@ def is_cutcheck_run_dir(path: str | os.PathLike[str]) -> bool:
     try:
         with open(os.path.join(path, RUN_JSON), encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         return False
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY
 
@@ -65,7 +65,7 @@ def _cutcheck_wrote_file(path: Path) -> bool:
             if head == PNG_SIGNATURE:
                 return _png_software(fh) == WRITTEN_BY
             data = json.loads(head + fh.read())
-    except (OSError, ValueError, struct.error):
+    except (OSError, ValueError, RecursionError, struct.error):
         return False
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY
 
@@ -136,7 +136,7 @@ def _not_cutchecks(root: Path) -> str | None:
         with open(root / MANIFEST, encoding="utf-8") as fh:
             data = json.load(fh)
         entries = data["entries"] if isinstance(data, dict) and data.get("written_by") == WRITTEN_BY else None
-    except (OSError, ValueError, KeyError):
+    except (OSError, ValueError, RecursionError, KeyError):
         entries = None
     if not isinstance(entries, dict):
         return (f"it has no list of the files cutcheck wrote into it ({MANIFEST}; runs of older versions have "
