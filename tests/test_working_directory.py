@@ -55,3 +55,20 @@ def test_ctrl_c_on_fuzz_leaves_no_hypothesis_directory(tmp_path: Path) -> None:
     assert stderr.strip().splitlines() == ["interrupted"], stderr
     assert sorted(os.listdir(cwd)) == []
     assert not list(tmp.glob("cutcheck-hypothesis-*"))
+
+
+def test_part_files_are_ordered_by_modification_time_not_by_counter(tmp_path: Path) -> None:
+    """Counters of different writers are unrelated (issue 26, item 9): writer b's part 5 was committed
+    before writer a's part 0, and the fault map's order across files says so."""
+    pytest.importorskip("pyspark")
+    from cutcheck.spark_validation.datasets import discover
+    from cutcheck.spark_validation.faultmap import file_order
+
+    sink = tmp_path / "sink"
+    sink.mkdir()
+    for i, name in enumerate(["part-b-5", "part-a-0", "part-b-6"]):
+        f = sink / name
+        f.write_text("1,0\n")
+        os.utime(f, ns=(10**18 + i * 10**9, 10**18 + i * 10**9))
+    ds = discover("output", sink, hint="csv")
+    assert file_order(ds) == {"part-b-5": 0, "part-a-0": 1, "part-b-6": 2}
