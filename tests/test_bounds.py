@@ -171,3 +171,19 @@ def test_a_trace_line_nested_too_deep_is_one_sentence(tmp_path: Path) -> None:
     with open(tmp_path / "run" / "trace.jsonl", "a") as fh:
         fh.write(NESTED + "\n")
     assert_refused(cutcheck(["trace", "run", "--png", "t.png"], tmp_path), "trace.jsonl", "nested deeper")
+
+
+def test_validate_inputs_nested_too_deep_are_one_sentence(tmp_path: Path) -> None:
+    """Refused while the datasets are looked at, before Spark starts."""
+    pytest.importorskip("pyspark")
+    (tmp_path / "in.csv").write_text("rid\n1\n")
+    (tmp_path / "out.json").write_text('{"rid": 1}\n' + NESTED + "\n")
+    assert_refused(cutcheck(["validate", "--input", "in.csv", "--output", "out.json"], tmp_path), "out.json",
+                   "nests deeper")
+    run = tmp_path / "run"
+    (run / "input").mkdir(parents=True)
+    (run / "output").mkdir()
+    (run / "input" / "a.csv").write_text("rid\n1\n")
+    (run / "output" / "a.csv").write_text("rid\n1\n")
+    (run / "run.json").write_text(NESTED)
+    assert_refused(cutcheck(["validate", "run"], tmp_path), "run.json", "nested deeper")
