@@ -14,7 +14,7 @@ import sys
 
 import typer
 
-from cutcheck.commands import flink, fuzz, graph, prove, simulate, storage, trace, validate  # noqa: F401 (registers)
+from cutcheck.commands import flink, flink_script, fuzz, graph, prove, simulate, storage, trace, validate  # noqa: F401 (registers)
 from cutcheck.commands.common import app, err
 
 

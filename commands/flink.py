@@ -88,6 +88,13 @@ def flink_run(
     retained: int = typer.Option(3, "--retained", min=1, help="Checkpoints Flink retains."),
     checkpoint_dir: Path = typer.Option(None, "--checkpoint-dir", help="Flink checkpoint directory (default: RUN_DIR/flink/checkpoints)."),
     job_id: str = typer.Option(None, "--job-id", help="Pin the job id (32 hex digits), hence <checkpoint-dir>/<job-id>/."),
+    savepoint: str = typer.Option(None, "--savepoint", help="canonical or native: stop with a savepoint after "
+                                  "--stop-after-checkpoint N and restore from it (instead of a failure)."),
+    stop_after: int = typer.Option(None, "--stop-after-checkpoint", help="With --savepoint: once checkpoint N completed."),
+    claim_mode: str = typer.Option("no_claim", "--claim-mode", help="claim or no_claim: how every restore owns its snapshot."),
+    kill_after: int = typer.Option(None, "--kill-after-checkpoint", help="SIGKILL the TaskManager JVM in the middle "
+                                   "of a checkpoint once checkpoint N completed (the cluster then runs in JVMs of its own)."),
+    no_chaining: bool = typer.Option(False, "--no-chaining", help="Every vertex starts an operator chain of its own."),
     json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote "
                                "(anything else is never replaced)."),
@@ -102,6 +109,9 @@ def flink_run(
     check_output_dir(out_dir, force=force)  # before Flink starts: a refusal costs nothing
     opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
                           checkpoint_dir, job_id, release)
+    # the topology options of issue 23: what the job is, beside the options every flink command shares
+    opts.savepoint, opts.stop_after, opts.claim_mode = savepoint, stop_after, claim_mode
+    opts.kill_after, opts.chaining = kill_after, not no_chaining
     outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress, force=force)
     out.print(_flink_run_table(outcome))
     if outcome.complete:

@@ -10,6 +10,7 @@ temporary directory, never into the working directory.
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -94,6 +95,25 @@ def _check_campaign(examples: int | None, seconds: float | None, workers: int, s
                             "campaign by --examples instead.")
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
+        return max(1, os.cpu_count() or 1)
+
+
+def _usable_workers(asked: int) -> int:
+    """``asked`` worker processes, or as many as the machine runs at once, said in one line: each worker
+    is a whole interpreter, and 10 000 of them forked the machine to a halt."""
+    cpus = usable_cpus()
+    if asked <= cpus:
+        return asked
+    err.print(f"--workers {asked}: this machine runs {cpus} processes at once (the CPUs cutcheck may use); "
+              f"using {cpus} workers.", markup=False, highlight=False, soft_wrap=True)
+    return cpus
+
+
 def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> list[dict[str, Any]]:
     """Each seed is one Spark task running the engine (executors need this project installed)."""
     import functools as ft
@@ -123,7 +143,8 @@ def fuzz(
     examples: int = typer.Option(None, "--examples", help="Scenarios to try, at least 1 (Hypothesis examples or "
                                  "seeds); default 100, or unlimited under --seconds."),
     mutant: list[str] = typer.Option(None, "--mutant", help="Switch on a named fault; the campaign should find it."),
-    workers: int = typer.Option(1, "--workers", help="Run seed campaigns in this many local processes (at least 1)."),
+    workers: int = typer.Option(1, "--workers", help="Run seed campaigns in this many local processes (at least 1; at most the CPUs "
+                         "cutcheck may use, which it says when it lowers the number)."),
     spark: str = typer.Option(None, "--spark", help="Run the seeds as Spark tasks on this master (e.g. local[*])."),
     seed: int = typer.Option(0, "--seed", help="Campaign seed (the first scenario seed for seed campaigns)."),
     seeds: bool = typer.Option(False, "--seeds", help="A seed campaign in this process (what --workers and --spark run)."),
@@ -187,6 +208,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     elif workers > 1:
         from multiprocessing import get_context
 
+        workers = _usable_workers(workers)
         with get_context("spawn").Pool(workers) as pool:
             verdicts = pool.starmap(fz.verdict_of_seed, [(s, mutants) for s in seed_list])
     else:

@@ -23,6 +23,11 @@ COLUMNS_HELP = (
     "--columns rid,key,value,count,split,offset,subtask. Applies to the output dataset only."
 )
 INPUT_COLUMNS_HELP = "Like --columns, for a header-less CSV input dataset."
+HEADER_HELP = (
+    "Whether the files of a CSV output start with a header row. Default: guessed from the first line (with "
+    "--columns: a header when its rid cell is not an integer; without: when it names the rid column or holds "
+    "text), and the guess is printed as a note. With --header and --columns the names of --columns win."
+)
 WHERE = ("A local path, a file: URI, or a URI of a filesystem PyArrow reads (s3://bucket/prefix, gs://, hdfs://: "
          "copied to a local temporary directory first).")
 
@@ -104,6 +109,9 @@ def validate_cmd(
         "sequence: each id expected exactly once, no input file needed."),
     columns: str = typer.Option(None, "--columns", "--output-columns", help=COLUMNS_HELP),
     input_columns: str = typer.Option(None, "--input-columns", help=INPUT_COLUMNS_HELP),
+    header: bool = typer.Option(None, "--header/--no-header", help=HEADER_HELP),
+    input_header: bool = typer.Option(None, "--input-header/--no-input-header", help="Like --header, for a CSV "
+                                      "input dataset."),
     rid_col: str = _mapped("--rid", "rid"),
     key_col: str = _mapped("--key", "key"),
     count_col: str = _mapped("--count", "count"),
@@ -132,7 +140,7 @@ def validate_cmd(
 
     A check that examined no row is shown as skipped with the reason, never as ok, and every check shows how many rows it examined. Rows without a rid are their own fault, null_rid. A run whose run.json says "complete": false is judged as a prefix: duplicates and phantoms are faults, records not yet delivered are "pending", not lost.
 
-    Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input). Columns named otherwise than cutcheck's are mapped with --rid/--key/--count/--split/--offset/--subtask COL. A sequence source needs no input file: --input-range 0:N. Every fault class shows up to --sample witnesses with their context; --png draws where the faults sit.
+    Header-less CSV (Flink's csv format): name its columns in file order with --columns (output) or --input-columns (input). Whether a CSV's first line is a header is guessed and said in a note; --header/--no-header (output) and --input-header/--no-input-header (input) decide instead. Columns named otherwise than cutcheck's are mapped with --rid/--key/--count/--split/--offset/--subtask COL. A sequence source needs no input file: --input-range 0:N. Every fault class shows up to --sample witnesses with their context; --png draws where the faults sit.
     """
     from cutcheck.model.outputs import check_output_file, mark
 
@@ -149,9 +157,12 @@ def validate_cmd(
             return run_validate(run_dir, input=input_path, output=output_path, master=master,
                                 driver_memory=driver_memory, sample=sample, input_columns=input_columns,
                                 output_columns=columns, prefix=prefix, columns=mapping,
-                                input_ranges=input_range or None, endpoint_url=endpoint_url, png=png)
+                                input_ranges=input_range or None, endpoint_url=endpoint_url, png=png,
+                                input_header=input_header, output_header=header)
 
     report = _spark(work)
+    for note in report.notes:  # a guess about the data is never silent: part of the report, on stdout
+        out.print(f"note: {note}", markup=False, highlight=False, soft_wrap=True)
     _show_validation(report)
     write_json(json_path, mark(report.to_dict()))
     raise typer.Exit(0 if report.ok else 1)

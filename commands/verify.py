@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import multiprocessing
-import os
 import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -27,6 +26,7 @@ from cutcheck.commands.fuzz import (
     _progress,
     _write_counterexample,
     replay_line,
+    usable_cpus,
 )
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.outputs import check_output_dir, check_output_file, mark, replace_dir, staging_dir
@@ -139,8 +139,8 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     kills = []
     progress, task = _progress("mutation check", len(MUTANTS))
     # The mutants are hunted independently (each by the same seeds, so the results do not depend on
-    # how many run at once): one per core, at most two, as the machines this runs on have.
-    workers = min(2, os.cpu_count() or 1)
+    # how many run at once): one per core this process may use (its affinity), at most two.
+    workers = min(2, usable_cpus())
     with progress, ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork")) as pool:
         n = len(MUTANTS)
         for k in pool.map(_kill, MUTANTS, [budget["kill_seconds"]] * n, [budget["max_seeds"]] * n,

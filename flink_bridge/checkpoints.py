@@ -197,3 +197,33 @@ def inspect_flink(root: str | os.PathLike[str]) -> CheckpointListing:
 
     require_flink()
     return inspect(root, any_referenced_files, entropy=None)
+
+
+def stop_with_savepoint(base_url: str, job_id: str, directory: str, fmt: str, timeout_s: float) -> str | None:
+    """Stop a running job with a savepoint of ``fmt`` (canonical | native) in ``directory``; its location.
+
+    REST ``POST /jobs/<id>/stop`` (no drain: the bounded sources are not ended early, the job
+    restored from the savepoint finishes them) with ``formatType``, then polls the trigger until the
+    savepoint completed; None when Flink did not take it (the job then runs on: a savepoint fails, for
+    one, once a bounded source subtask has finished), so the caller may try again."""
+    import json
+    import time
+    import urllib.request
+
+    body = json.dumps({"targetDirectory": os.path.abspath(directory), "drain": False,
+                       "formatType": fmt.upper()}).encode()
+    req = urllib.request.Request(f"{base_url}/jobs/{job_id}/stop", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        trigger = json.loads(resp.read())["request-id"]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        with urllib.request.urlopen(f"{base_url}/jobs/{job_id}/savepoints/{trigger}", timeout=30) as resp:
+            status = json.loads(resp.read())
+        if status.get("status", {}).get("id") == "COMPLETED":
+            op = status.get("operation") or {}
+            if "location" in op:
+                return str(op["location"]).removeprefix("file:")
+            return None
+        time.sleep(0.1)
+    raise StorageError(f"job {job_id}: the {fmt} savepoint did not complete within {timeout_s:.0f} s.")

@@ -2,11 +2,12 @@
 
 Graphs come from the scenario generator (reference.fuzzing.generate.graph_dict), seed by seed from
 ``--seed``, kept when they are within what Flink runs (flink_bridge.translate.check_supported, and
-flink_bridge.runner.prepare for the options drawn): graphs with co_map or broadcast_state vertices
-are skipped, a graph with a custom partitioner runs aligned (Flink refuses unaligned checkpoints
-there). Each kept graph gets a drawn checkpoint mode, one failure after checkpoint 1 or 2, and,
-where the graph has a vertex whose rescale Flink accepts with channel state (no pointwise,
-broadcast or custom edge touches it), a rescale of that vertex on the restore. Each then runs
+flink_bridge.runner.prepare for the options drawn): co_map and broadcast_state vertices are
+translated (a co_map with three inputs is skipped), a custom partitioner runs under any checkpoint
+mode (the job sets unaligned.forced). Each kept graph gets a drawn checkpoint mode, one failure
+after checkpoint 1 or 2, and, where the graph has a vertex whose parallelism may change at all
+(``rescalable``: no forward edge or broadcast input), a rescale of that vertex on the restore,
+whether or not Flink is expected to accept it: the engine predicts refusals. Each then runs
 through ``flink_bridge.compare.compare``: Flink first, then the engine calibrated to as many
 completed checkpoints. A graph agrees when both sides give the same verdict: exactly-once holds on
 both, is violated on both, or both refuse the restore (as Flink refuses it). A graph that cannot be
@@ -28,7 +29,7 @@ from cutcheck.flink_bridge.runner import MODES, RunOptions, prepare, slow_vertex
 from cutcheck.flink_bridge.translate import check_supported
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.fuzzing.generate import SeedDraw, _rescalable, choice, graph_dict
+from cutcheck.reference.fuzzing.generate import SeedDraw, choice, graph_dict
 
 MAX_PARALLELISM = 3  # small: every graph starts its own MiniCluster on a shared machine
 SLOW_RECORDS = 2000  # records per subtask of the slow vertex (2 ms each on Flink: about 4 s of work)
@@ -93,6 +94,16 @@ def records_for(graph: JobGraph, slow: str, per_subtask: int = SLOW_RECORDS) -> 
     return min(hi, max(lo, -(-int(per_subtask / max(busiest, 1e-9)) // 100) * 100))
 
 
+def rescalable(graph: JobGraph) -> list[str]:
+    """Vertices a restore may rescale alone: every vertex whose edges allow another parallelism (no forward
+    edge, no broadcast input whose copies the output check counts), whether or not Flink is expected to
+    accept the restore: pointwise edges with channel state, mixed exchanges and custom edges are exactly
+    where a release may refuse or mis-assign, and the engine predicts which."""
+    fixed = {x for e in graph.edges if e.partitioner == "forward" for x in (e.source, e.target)}
+    fixed |= {e.target for e in graph.edges if e.partitioner == "broadcast"}
+    return [v.id for v in graph.vertices if v.id not in fixed]
+
+
 def draw_case(seed: int, records: int | None = None, interval_ms: int = 200) -> Case | None:
     """The case a seed names, or None when its graph (or the options drawn for it) is beyond what Flink runs.
 
@@ -105,13 +116,12 @@ def draw_case(seed: int, records: int | None = None, interval_ms: int = 200) -> 
         check_supported(graph)
     except CutcheckError:
         return None
-    custom = any(e.partitioner == "custom" for e in graph.edges)
-    mode = "aligned" if custom else choice(d, MODES)
+    mode = choice(d, MODES)  # a custom edge too: the job sets unaligned.forced, the release decides the rest
     fail_after = d.integer(1, 2)
     if mode != "unaligned":
         fail_after = 1  # aligned checkpoints under backpressure are slow: few complete in a job this short
     rescale: dict[str, int] = {}
-    movable = _rescalable(data)
+    movable = rescalable(graph)
     if movable:
         vid = choice(d, movable)
         now = graph.vertex(vid).parallelism

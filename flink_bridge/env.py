@@ -126,12 +126,10 @@ class Cluster:
 
 @contextlib.contextmanager
 def mini_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
-    from cutcheck.flink_bridge import versions
-
     gw = gateway()
     jvm = gw.jvm
     conf = jvm.org.apache.flink.configuration.Configuration()
-    for k, v in versions.adapt({**CLUSTER_DEFAULTS, **(extra or {})}, versions.installed()).items():
+    for k, v in {**CLUSTER_DEFAULTS, **(extra or {})}.items():
         conf.setString(k, v)
     builder = jvm.org.apache.flink.runtime.minicluster.MiniClusterConfiguration.Builder()
     cfg = builder.setConfiguration(conf).setNumTaskManagers(1).setNumSlotsPerTaskManager(slots).build()

@@ -18,8 +18,16 @@ import time
 from dataclasses import dataclass
 
 from pyflink.common import Row
-from pyflink.datastream.functions import FilterFunction, KeyedProcessFunction, MapFunction, RuntimeContext
-from pyflink.datastream.state import ValueStateDescriptor
+from pyflink.datastream.functions import (
+    BroadcastProcessFunction,
+    CoMapFunction,
+    FilterFunction,
+    KeyedBroadcastProcessFunction,
+    KeyedProcessFunction,
+    MapFunction,
+    RuntimeContext,
+)
+from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 
 from cutcheck.reference.runtime.records import SourceLayout, filter_keeps, map_value
 
@@ -151,6 +159,75 @@ class Count(KeyedProcessFunction, _Probed):
         c = (self.state.value() or 0) + 1
         self.state.update(c)
         yield (r[0], r[1], r[2], r[3], r[4], c)
+
+
+class CoIdentity(CoMapFunction, _Probed):
+    """A co_map vertex: the engine's co_map passes the records of both gates on unchanged."""
+
+    def __init__(self, probe: Probe | None = None):
+        self._init_probe(probe)
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self._open_probe(runtime_context)
+
+    def map1(self, r: tuple) -> tuple:
+        self._tick()
+        return r
+
+    def map2(self, r: tuple) -> tuple:
+        self._tick()
+        return r
+
+
+def broadcast_descriptor() -> MapStateDescriptor:
+    """The broadcast state of a broadcast_state vertex: rid -> how often it was applied (the engine's multiset)."""
+    from pyflink.common import Types
+
+    return MapStateDescriptor("broadcast", Types.LONG(), Types.LONG())
+
+
+class _BroadcastApply(_Probed):
+    """broadcast_state: broadcast elements (gate 1) go into broadcast state, both inputs pass on unchanged."""
+
+    def _apply(self, r: tuple, ctx) -> tuple:  # noqa: ANN001 - PyFlink's Context classes differ per function
+        self._tick()
+        state = ctx.get_broadcast_state(broadcast_descriptor())
+        state.put(r[0], (state.get(r[0]) or 0) + 1)
+        return r
+
+
+class Broadcast(BroadcastProcessFunction, _BroadcastApply):
+    """broadcast_state whose data input (gate 0) is not hash-partitioned."""
+
+    def __init__(self, probe: Probe | None = None):
+        self._init_probe(probe)
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self._open_probe(runtime_context)
+
+    def process_element(self, r: tuple, ctx: BroadcastProcessFunction.ReadOnlyContext):
+        self._tick()
+        yield r
+
+    def process_broadcast_element(self, r: tuple, ctx: BroadcastProcessFunction.Context):
+        yield self._apply(r, ctx)
+
+
+class KeyedBroadcast(KeyedBroadcastProcessFunction, _BroadcastApply):
+    """broadcast_state whose data input (gate 0) is hash-partitioned (keyed by the record's key)."""
+
+    def __init__(self, probe: Probe | None = None):
+        self._init_probe(probe)
+
+    def open(self, runtime_context: RuntimeContext) -> None:
+        self._open_probe(runtime_context)
+
+    def process_element(self, r: tuple, ctx: KeyedBroadcastProcessFunction.ReadOnlyContext):
+        self._tick()
+        yield r
+
+    def process_broadcast_element(self, r: tuple, ctx: KeyedBroadcastProcessFunction.Context):
+        yield self._apply(r, ctx)
 
 
 class Format(MapFunction, _Probed):

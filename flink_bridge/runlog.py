@@ -146,7 +146,8 @@ def summary(run: FlinkRun) -> dict[str, Any]:
         "output_rows": rows,
         "exactly_once": eo.to_json(),
         "restores": restores,
-        "failure": {"vertex_subtask": run.fired, "after_checkpoint": run.options.fail_after} if run.fired else None,
+        "failure": {"vertex_subtask": run.fired, "after_checkpoint": run.options.fail_after or run.options.kill_after}
+        if run.fired else None,
     }
 
 

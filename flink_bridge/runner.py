@@ -11,7 +11,15 @@ The run, in order:
    fails, its checkpoints are retained (externalized), and the driver submits the job again at the
    new parallelisms with ``execution.state-recovery.path`` set to the latest retained checkpoint.
    That is the engine's "rescale on the restore after failure k" on a real cluster.
+   With ``savepoint`` (canonical or native) instead: once checkpoint ``stop_after`` completed, the driver
+   stops the job with a savepoint of that format (REST ``/jobs/<id>/stop``) and submits it again from
+   that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``.
 4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
+
+What the job is (the translation, chaining, the checkpointing keys of the release PyFlink imports,
+flink_bridge.features) is decided here; a custom partitioner under unaligned checkpoints is not
+refused: the job sets ``execution.checkpointing.unaligned.forced`` (Flink refuses it otherwise), and
+what the release then does with the custom edge is the release's (features.Features.custom_edge_aligned).
 
 Everything happens in ``<out>/`` itself, never renamed afterwards (Flink's ``_metadata`` names shared
 files by absolute path): Flink's checkpoints and sink files under ``flink/``, then the recovery logs
@@ -30,13 +38,17 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.flink_bridge import env as flink_env
-from cutcheck.flink_bridge import versions
+from cutcheck.flink_bridge.checkpoints import stop_with_savepoint
+from cutcheck.flink_bridge.features import Features, Key, installed
+from cutcheck.flink_bridge.process_cluster import kill_mid_checkpoint, process_cluster
 from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
 from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
 from cutcheck.model.errors import CutcheckError, GraphError
 from cutcheck.model.graph import JobGraph
 
 MODES = ("unaligned", "aligned", "aligned_timeout")
+CLAIM_MODES = ("claim", "no_claim")
+SAVEPOINT_FORMATS = ("canonical", "native")
 POLL_S = 0.1
 
 
@@ -58,6 +70,12 @@ class RunOptions:
     checkpoint_dir: str | None = None  # default: <run dir>/flink/checkpoints
     job_id: str | None = None  # 32 hex digits: pin the first job's id (and so its checkpoint directory)
     restore: str | None = None  # start the first job from this retained checkpoint (chk-N directory or URI)
+    claim_mode: str = "no_claim"  # every restore: claim (Flink owns the snapshot) or no_claim
+    savepoint: str | None = None  # canonical | native: stop with a savepoint after checkpoint stop_after, restore from it
+    stop_after: int | None = None
+    chaining: bool = True  # False: every vertex starts an operator chain of its own
+    force_unaligned: bool | None = None  # execution.checkpointing.unaligned.forced; None: when a custom edge needs it
+    kill_after: int | None = None  # SIGKILL the TaskManager JVM mid-checkpoint once checkpoint N completed
     timeout_s: float = 900.0
     release: str | None = None  # run in this prepared apache-flink release (flink_bridge.launch); None: in-process
 
@@ -89,6 +107,7 @@ class FlinkRun:
     armed_ms: int | None = None
     fired: str | None = None  # "vertex[i] epoch" from the fired marker
     fired_ms: int | None = None
+    savepoint: str | None = None  # where the stop-with-savepoint wrote its savepoint
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch ms, kind, detail)
     flink_version: str = ""  # the PyFlink release that ran the job
 
@@ -106,15 +125,22 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
                 v["records"] = opts.records
         graph = JobGraph.from_json(data)
     check_supported(graph)
-    if opts.rescale and opts.fail_after is None:
-        raise CutcheckError("--rescale needs --fail-after-checkpoint N: the rescaled restore is the one after that failure.")
+    if opts.claim_mode not in CLAIM_MODES:
+        raise CutcheckError(f"--claim-mode {opts.claim_mode!r} is not one of {', '.join(CLAIM_MODES)}.")
+    if opts.savepoint is not None:
+        if opts.savepoint not in SAVEPOINT_FORMATS:
+            raise CutcheckError(f"--savepoint {opts.savepoint!r} is not one of {', '.join(SAVEPOINT_FORMATS)}.")
+        if opts.fail_after is not None:
+            raise CutcheckError("--savepoint and --fail-after-checkpoint are two ways to end the first job; give one.")
+        if opts.stop_after is None or opts.stop_after < 1:
+            raise CutcheckError("--savepoint needs --stop-after-checkpoint N (at least 1): the job stops once checkpoint N completed.")
+    if opts.kill_after is not None and (opts.kill_after < 1 or opts.fail_after is not None or opts.savepoint or opts.rescale):
+        raise CutcheckError("--kill-after-checkpoint N (at least 1) is a fault of its own, restarted in place: "
+                            "give it without --fail-after-checkpoint, --savepoint or --rescale.")
+    if opts.rescale and opts.fail_after is None and opts.savepoint is None:
+        raise CutcheckError("--rescale needs --fail-after-checkpoint N (or --savepoint): the rescaled restore is the one after that.")
     if opts.fail_after is not None and opts.fail_after < 1:
         raise CutcheckError("--fail-after-checkpoint must be at least 1 (checkpoint ids start at 1).")
-    custom = next((e for e in graph.edges if e.partitioner == "custom"), None)
-    if custom is not None and opts.mode != "aligned":
-        # StreamGraphGenerator: "Unaligned checkpoints are currently not supported for custom partitioners".
-        raise GraphError(f"{custom.describe()}: Flink refuses unaligned checkpoints with a custom partitioner "
-                         "(rescaling its in-flight data is not guaranteed to work); use --mode aligned.")
     target = graph.with_parallelism(opts.rescale) if opts.rescale else graph
     for e in graph.edges:
         if e.partitioner == "broadcast" and target.vertex(e.target).parallelism != graph.vertex(e.target).parallelism:
@@ -137,8 +163,19 @@ def slow_vertex(graph: JobGraph, opts: RunOptions) -> str:
     return next(vid for vid in graph.topological_order() if graph.vertex(vid).kind == "sink")
 
 
+def needs_forced(graph: JobGraph, opts: RunOptions) -> bool:
+    """Whether the job sets execution.checkpointing.unaligned.forced: asked for, or a custom edge under
+    unaligned checkpoints (every release 1.19-2.3 refuses that job otherwise; flink_bridge.features)."""
+    if opts.force_unaligned is not None:
+        return opts.force_unaligned
+    return opts.mode != "aligned" and any(e.partitioner == "custom" for e in graph.edges)
+
+
 def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str, restart: bool,
-               restore: str | None, job_id: str | None) -> dict[str, str]:
+               restore: str | None, job_id: str | None, graph: JobGraph | None = None,
+               release: Features | None = None) -> dict[str, str]:
+    feat = release or installed()
+    k = feat.key
     conf = {
         "execution.target": "remote",
         "rest.address": "127.0.0.1",
@@ -151,14 +188,15 @@ def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str
         "execution.checkpointing.interval": f"{opts.interval_ms}ms",
         "execution.checkpointing.mode": "EXACTLY_ONCE",
         "execution.checkpointing.max-concurrent-checkpoints": "1",
-        "execution.checkpointing.unaligned.enabled": "false" if opts.mode == "aligned" else "true",
-        "execution.checkpointing.aligned-checkpoint-timeout":
-            f"{opts.alignment_timeout_ms}ms" if opts.mode == "aligned_timeout" else "0ms",
+        k(Key.UNALIGNED): "false" if opts.mode == "aligned" else "true",
+        k(Key.ALIGNED_TIMEOUT): f"{opts.alignment_timeout_ms}ms" if opts.mode == "aligned_timeout" else "0ms",
+        "execution.checkpointing.unaligned.forced": "true" if graph is not None and needs_forced(graph, opts) else "false",
         "execution.checkpointing.externalized-checkpoint-retention": "RETAIN_ON_CANCELLATION",
-        "execution.checkpointing.num-retained": str(opts.retained),
-        "execution.checkpointing.dir": Path(checkpoint_dir).absolute().as_uri(),
+        k(Key.RETAINED): str(opts.retained),
+        k(Key.CHECKPOINT_DIR): Path(checkpoint_dir).absolute().as_uri(),
+        k(Key.SAVEPOINT_DIR): Path(checkpoint_dir).absolute().parent.joinpath("savepoints").as_uri(),
         "state.backend.type": "rocksdb" if opts.incremental else "hashmap",
-        "execution.checkpointing.incremental": "true" if opts.incremental else "false",
+        k(Key.INCREMENTAL): "true" if opts.incremental else "false",
         "restart-strategy.type": "fixed-delay" if restart else "none",
         "restart-strategy.fixed-delay.attempts": "3",
         "restart-strategy.fixed-delay.delay": "200ms",
@@ -167,9 +205,10 @@ def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str
     if threshold is not None:
         # Small state is inlined into _metadata by default (20 KiB); a few thousand records make
         # only small files, so with incremental checkpoints we inline nothing and shared/ fills.
-        conf["execution.checkpointing.data-inline-threshold"] = threshold
+        conf[k(Key.INLINE_THRESHOLD)] = threshold
     if restore is not None:
-        conf["execution.state-recovery.path"] = restore
+        conf[k(Key.RESTORE_PATH)] = restore
+        conf[k(Key.CLAIM_MODE)] = opts.claim_mode.upper()
     if job_id is not None:
         conf["$internal.pipeline.job-id"] = job_id
     return conf
@@ -182,16 +221,17 @@ def environment(conf: dict[str, str]) -> Any:
 
     gw = flink_env.gateway()
     config = Configuration()
-    for k, v in versions.adapt(conf, versions.installed()).items():  # the release's names for renamed keys
+    for k, v in conf.items():
         config.set_string(k, v)
     # The Java constructor honours execution.target; getExecutionEnvironment() would force a local one.
     j_env = gw.jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(config._j_configuration)
     return StreamExecutionEnvironment(j_env)
 
 
-def _submit(graph: JobGraph, conf: dict[str, str], sinks: dict[str, str], probes: ProbeSpec, name: str) -> str:
+def _submit(graph: JobGraph, conf: dict[str, str], sinks: dict[str, str], probes: ProbeSpec, name: str,
+            chaining: bool = True) -> str:
     env = environment(conf)
-    build(env, graph, sinks, probes)
+    build(env, graph, sinks, probes, chaining)
     try:
         client = env.execute_async(name)
     except Exception as exc:  # Py4JJavaError: Flink refused the job graph (bad config, a missing restore path)
@@ -216,13 +256,15 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
     probes = ProbeSpec({slow: opts.delay_ms / 1000.0}, fail_vertex if opts.fail_after else None,
                        os.path.join(control, "armed"), os.path.join(control, "fired"))
     slots = max(max(v.parallelism for v in graph.vertices), max(v.parallelism for v in target.vertices))
-    say("starting a Flink MiniCluster")
+    say("starting a Flink cluster" + (" in JVMs of its own" if opts.kill_after is not None else " (MiniCluster)"))
     # Retention is the JobManager's setting, not the job's: it goes into the cluster configuration.
-    with flink_env.mini_cluster(slots, {"execution.checkpointing.num-retained": str(opts.retained)}) as cluster:
+    # A killed JVM needs the cluster in processes of its own (flink_bridge.process_cluster).
+    launch = process_cluster if opts.kill_after is not None else flink_env.mini_cluster
+    with launch(slots, {installed().key(Key.RETAINED): str(opts.retained)}) as cluster:
         rest = Rest(cluster.rest_url)
         started = _now()
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
-                          fail_vertex if opts.fail_after else None, flink_version=versions.installed())
+                          fail_vertex if opts.fail_after else None, flink_version=installed().name)
         deadline = time.monotonic() + opts.timeout_s
         in_place = opts.restart and not opts.rescale
         current = graph
@@ -230,17 +272,20 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         while True:
             index = len(result.jobs)
             conf = job_config(cluster, opts, checkpoint_dir, in_place, restore,
-                              opts.job_id if index == 0 else None)
-            job_id = _submit(current, conf, sinks, probes, f"cutcheck {graph.name} #{index}")
+                              opts.job_id if index == 0 else None, current)
+            job_id = _submit(current, conf, sinks, probes, f"cutcheck {graph.name} #{index}", opts.chaining)
             job = JobRun(index, current, job_id, _now(), restore)
             result.jobs.append(job)
             result.events.append((job.submitted_ms, "submit", f"job {job_id} at parallelism "
                                   + ", ".join(f"{v.id}={v.parallelism}" for v in current.vertices)
                                   + (f", restoring {restore}" if restore else "")))
             say(f"job {index} ({job_id}) running")
-            state = _watch(rest, job_id, opts, probes, result, deadline, say)
+            state = _watch(rest, job_id, opts, probes, result, deadline, say, cluster)
             job.stats = rest.collect(job_id)
             result.events.append((job.stats.end_ms or _now(), state.lower(), f"job {job_id}"))
+            if state == "FINISHED" and result.savepoint and index == 0:
+                restore, current = _uri(result.savepoint), target
+                continue
             if state == "FINISHED":
                 break
             if state == "FAILED" and result.fired and not in_place and opts.rescale and index == 0:
@@ -256,14 +301,17 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
             raise CutcheckError(f"Flink job {job_id} ended {state}{(' (' + detail + ')') if detail else ''}; "
                                 f"see the logs in {os.environ.get('FLINK_LOG_DIR', 'FLINK_LOG_DIR')}.")
         result.ended_ms = _now()
-    if opts.fail_after is not None and result.fired is None:
-        raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after} could fire; "
+    if opts.savepoint is not None and result.savepoint is None:
+        raise CutcheckError(f"the job finished before checkpoint {opts.stop_after} completed, so no savepoint was taken; "
+                            "give more --records or a smaller --stop-after-checkpoint.")
+    if (opts.fail_after is not None or opts.kill_after is not None) and result.fired is None:
+        raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after or opts.kill_after} could fire; "
                             "give more --records or a smaller --fail-after-checkpoint.")
     return result
 
 
 def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result: FlinkRun, deadline: float,
-           say: Callable[[str], None]) -> str:
+           say: Callable[[str], None], cluster: Any = None) -> str:
     """Poll until the job ends; arm the failure once checkpoint N completed; note when it fired."""
     while True:
         state = rest.state(job_id)
@@ -278,6 +326,19 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
                 result.events.append((result.armed_ms, "arm", f"failure armed in {probes.fail_vertex} after checkpoint {latest}"))
                 say(f"checkpoint {latest} completed: failure armed in {probes.fail_vertex}")
         _note_fired(probes, result)
+        if opts.savepoint is not None and result.savepoint is None and not result.jobs[-1].index:
+            latest, _ = rest.latest_completed(job_id)
+            if latest >= (opts.stop_after or 1):
+                say(f"checkpoint {latest} completed: stopping with a {opts.savepoint} savepoint")
+                result.savepoint = stop_with_savepoint(rest.base, job_id, os.path.join(result.work, "savepoints"),
+                                                       opts.savepoint, max(deadline - time.monotonic(), 1.0))
+                result.events.append((_now(), "savepoint", f"{opts.savepoint} savepoint " + (result.savepoint or "failed")))
+        if opts.kill_after is not None and result.fired is None:
+            result.fired = kill_mid_checkpoint(rest, job_id, opts.kill_after, cluster)
+            if result.fired:
+                result.fired_ms = _now()
+                result.events.append((result.fired_ms, "failure", f"{result.fired}, SIGKILL; another one started"))
+                say(f"{result.fired}: killed; another TaskManager started")
         if time.monotonic() > deadline:
             rest_cancel(rest, job_id)
             raise CutcheckError(f"Flink job {job_id} did not end within {opts.timeout_s:.0f} s; it was cancelled.")

@@ -1,8 +1,8 @@
-"""What differs between apache-flink releases, in one place: which releases exist, what Python and Java
-each runs on, and the configuration keys that were renamed between them.
+"""Which apache-flink releases exist and what each needs to run: the Python versions it publishes wheels
+for and the Java versions it supports (``cutcheck flink env`` checks them before any download).
 
-cutcheck writes its job and cluster configuration with the newest keys (Flink 2.x); ``adapt`` renames
-them for an older release. Each row carries where the fact comes from. The Python rows were checked
+How a release behaves once it runs (its configuration keys, its checkpointing rules) is the other table,
+flink_bridge.features. Each row carries where the fact comes from. The Python rows were checked
 against the package index's files (``pip install --dry-run --no-deps --only-binary=:all:
 --python-version X.Y apache-flink==V``: a release "has wheels" for X.Y when that resolves), the Java
 rows against Flink's "Java compatibility" page of each release line.
@@ -80,50 +80,3 @@ def runnable_pythons(line: ReleaseLine) -> tuple[tuple[int, int], tuple[int, int
     """The Python range both the release (its wheels) and cutcheck's worker run on, None when they do not meet."""
     low = max(line.python[0], CUTCHECK_PYTHON)
     return (low, line.python[1]) if low <= line.python[1] else None
-
-
-@dataclass(frozen=True, slots=True)
-class KeyRename:
-    """A configuration key cutcheck sets, under its 2.x name, and its name before release ``since``."""
-
-    key: str
-    old: str
-    since: tuple[int, int]
-    source: str
-
-
-# Keys Flink renamed in 1.20, which kept the old names as deprecated fallbacks (2.1.0 still has them).
-# Checked by the key strings in each release's flink-dist jar: 1.19.3 has only the old names, 1.20.3
-# and 2.1.0 both. The value formats are the same on both sides of each rename.
-RENAMES: tuple[KeyRename, ...] = (
-    KeyRename("execution.checkpointing.dir", "state.checkpoints.dir", (1, 20),
-              "CheckpointingOptions.CHECKPOINTS_DIRECTORY (1.20: deprecated key state.checkpoints.dir)"),
-    KeyRename("execution.checkpointing.num-retained", "state.checkpoints.num-retained", (1, 20),
-              "CheckpointingOptions.MAX_RETAINED_CHECKPOINTS (1.20)"),
-    KeyRename("execution.checkpointing.incremental", "state.backend.incremental", (1, 20),
-              "CheckpointingOptions.INCREMENTAL_CHECKPOINTS (1.20)"),
-    KeyRename("execution.checkpointing.data-inline-threshold", "state.storage.fs.memory-threshold", (1, 20),
-              "CheckpointingOptions.FS_SMALL_FILE_THRESHOLD (1.20)"),
-    KeyRename("execution.state-recovery.path", "execution.savepoint.path", (1, 20),
-              "StateRecoveryOptions.SAVEPOINT_PATH (1.20; 1.19: SavepointConfigOptions)"),
-    KeyRename("execution.state-recovery.claim-mode", "execution.savepoint-restore-mode", (1, 20),
-              "StateRecoveryOptions.RESTORE_MODE (1.20, enum RecoveryClaimMode; 1.19: RestoreMode, same names)"),
-    KeyRename("execution.state-recovery.ignore-unclaimed-state", "execution.savepoint.ignore-unclaimed-state", (1, 20),
-              "StateRecoveryOptions.SAVEPOINT_IGNORE_UNCLAIMED_STATE (1.20)"),
-    KeyRename("execution.checkpointing.savepoint-dir", "state.savepoints.dir", (1, 20),
-              "CheckpointingOptions.SAVEPOINT_DIRECTORY (1.20)"),
-)
-
-
-def adapt(conf: dict[str, str], version: str) -> dict[str, str]:
-    """``conf`` (2.x keys) with every renamed key under the name ``version`` reads."""
-    release = parse(version)[:2]
-    old = {r.key: r.old for r in RENAMES if release < r.since}
-    return {old.get(k, k): v for k, v in conf.items()}
-
-
-def installed() -> str:
-    """The version of the PyFlink this process imports (the worker's release, or the flink extra in-process)."""
-    from pyflink.version import __version__
-
-    return str(__version__)

@@ -130,9 +130,9 @@ def serve() -> int:
         proto.write(json.dumps(message, default=str) + "\n")
         proto.flush()
 
-    from cutcheck.flink_bridge.versions import installed
+    from cutcheck.flink_bridge.features import installed
 
-    send({"ready": {"flink": installed(), "python": ".".join(map(str, sys.version_info[:3]))}})
+    send({"ready": {"flink": installed().name, "python": ".".join(map(str, sys.version_info[:3]))}})
     for line in sys.stdin:
         if line.strip():
             handle(json.loads(line), send)

@@ -1,8 +1,12 @@
 """Where cutcheck may write: the one rule every command that writes an output follows.
 
 cutcheck never overwrites or deletes what it did not write. An output directory (a run directory:
-``simulate --out``, ``flink run --out``, ``logs synth``, ``fuzz --out``) may be replaced only when
-its ``run.json`` says cutcheck wrote it *and* the user passed ``--force``; the working directory and
+``simulate --out``, ``flink run --out``, ``logs synth``, ``fuzz --out``, ``verify --work-dir``) may
+be replaced only when its ``run.json`` says cutcheck wrote it, the user passed ``--force``, *and*
+everything in it is listed, unchanged, in the manifest cutcheck wrote when it finished the run
+(``cutcheck-files.json``: every file with its size and modification time, every directory). A file
+the user added or edited there (a notebook saved beside the logs) makes the directory refused, with
+one sentence naming that file: replacing the directory would delete it. The working directory and
 its parents are never replaced; a path that is a file is never taken for a directory. An output
 file (``--json``, ``--png``) may be overwritten only when cutcheck wrote it (a JSON object with a
 ``written_by`` field, a PNG whose ``Software`` text chunk names cutcheck). Every check here runs
@@ -11,7 +15,8 @@ before any work starts, so a refusal costs nothing.
 This is the only module of ``model`` that looks at the file system: every layer that writes run
 directories (reference, spark_validation, flink_bridge) may import only ``model``, and the rule must
 be the same for all of them. It reads, it never writes; ``staging_dir`` and ``replace_dir`` are the
-two places that create and rename.
+two places that create and rename, and ``write_manifest`` (called by ``replace_dir``, and by runs
+written in place when they finish) the one that records what a run directory holds.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import contextlib
 import json
 import os
 import shutil
+import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
@@ -28,6 +34,7 @@ from typing import Any
 from cutcheck.model.errors import CutcheckError
 
 RUN_JSON = "run.json"
+MANIFEST = "cutcheck-files.json"
 WRITTEN_BY = "cutcheck"
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
@@ -46,7 +53,7 @@ def is_cutcheck_run_dir(path: str | os.PathLike[str]) -> bool:
     try:
         with open(os.path.join(path, RUN_JSON), encoding="utf-8") as fh:
             data = json.load(fh)
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
         return False
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY
 
@@ -58,7 +65,7 @@ def _cutcheck_wrote_file(path: Path) -> bool:
             if head == PNG_SIGNATURE:
                 return _png_software(fh) == WRITTEN_BY
             data = json.loads(head + fh.read())
-    except (OSError, ValueError, struct.error):
+    except (OSError, ValueError, RecursionError, struct.error):
         return False
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY
 
@@ -101,6 +108,68 @@ def _writable_parent(path: Path, option: str) -> None:
         raise OutputRefused(f"{option} {path}: {probe} is not writable; choose a path you can write to.")
 
 
+def write_manifest(root: str | os.PathLike[str]) -> None:
+    """Record everything under ``root`` as cutcheck's: a file with its size and modification time, a
+    directory as such. Called when a run directory is complete, while only cutcheck has written into it
+    (a fresh staging sibling, or a directory a run created in place)."""
+    root = Path(root)
+    entries: dict[str, list[int] | None] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in (*dirnames, *filenames):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            if rel == MANIFEST:
+                continue
+            st = os.lstat(full)
+            entries[rel] = None if stat.S_ISDIR(st.st_mode) else [st.st_size, st.st_mtime_ns]
+    tmp = root / f".{MANIFEST}.tmp-{os.getpid()}"
+    try:
+        tmp.write_text(json.dumps(mark({"entries": entries}), sort_keys=True) + "\n")
+        os.replace(tmp, root / MANIFEST)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _not_cutchecks(root: Path) -> str | None:
+    """Why ``root`` may hold something cutcheck did not write (the end of a sentence), or None."""
+    try:
+        with open(root / MANIFEST, encoding="utf-8") as fh:
+            data = json.load(fh)
+        entries = data["entries"] if isinstance(data, dict) and data.get("written_by") == WRITTEN_BY else None
+    except (OSError, ValueError, RecursionError, KeyError):
+        entries = None
+    if not isinstance(entries, dict):
+        return (f"it has no list of the files cutcheck wrote into it ({MANIFEST}; runs of older versions have "
+                "none), so cutcheck cannot tell its files from yours and never replaces it; remove it yourself or "
+                "name a new directory.")
+    foreign_dir: str | None = None  # named only when no file is: a file is what the user would miss
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames.sort()
+        for name in (*dirnames, *sorted(filenames)):
+            full = os.path.join(dirpath, name)
+            rel = os.path.relpath(full, root)
+            if rel == MANIFEST:
+                continue
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:  # removed while we looked: nothing of anyone's is lost by it
+                continue
+            is_dir = stat.S_ISDIR(st.st_mode)
+            if rel not in entries:
+                if is_dir:
+                    foreign_dir = foreign_dir or full
+                    continue
+                return (f"{full} was not written by cutcheck, and replacing the directory would delete it; move "
+                        "it out of the directory, or name a new directory.")
+            if entries[rel] != (None if is_dir else [st.st_size, st.st_mtime_ns]):
+                return (f"{full} was changed after cutcheck wrote it, and replacing the directory would delete "
+                        "the change; move it out of the directory, or name a new directory.")
+    if foreign_dir is not None:
+        return (f"{foreign_dir} was not made by cutcheck, and replacing the directory would delete it; move it "
+                "out of the directory, or name a new directory.")
+    return None
+
+
 def check_output_dir(path: str | os.PathLike[str], *, force: bool, option: str = "--out") -> Path:
     """Refuse, before any work, an output directory cutcheck may not create or replace."""
     p = Path(path)
@@ -113,6 +182,9 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool, option: str =
         if not is_cutcheck_run_dir(p):
             raise OutputRefused(f"{option} {path}: the directory exists and is not a run directory cutcheck wrote "
                                 "(no run.json of cutcheck's), so it is never replaced; name a new directory.")
+        foreign = _not_cutchecks(p)
+        if foreign is not None:
+            raise OutputRefused(f"{option} {path}: {foreign}")
         if not force:
             raise OutputRefused(f"{option} {path}: a run directory cutcheck wrote exists there; pass --force to "
                                 "replace it, or name a new directory.")
@@ -164,6 +236,7 @@ def replace_dir(tmp: Path, dest: Path, *, force: bool) -> Path:
         raise
     old = dest.with_name(f".{dest.name}.old-{os.getpid()}")
     try:
+        write_manifest(tmp)
         if dest.exists():
             dest.rename(old)
         tmp.rename(dest)

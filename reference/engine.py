@@ -75,6 +75,7 @@ class Engine(CheckpointEffects):
         self.cut_checks = True
         self.alignment_steps: dict[int, int] = {}
         self.inflight_at_trigger: dict[int, int] = {}
+        self.aligned_processed: dict[int, int] = {}  # checkpoint -> records its tasks processed while aligning
         self.notifications: list[tuple[Task, int]] = []
         self.next_trigger = scenario.checkpoint.interval
         self.fired_failures: set[int] = set()

@@ -4,7 +4,8 @@ The run is written into a temporary sibling of ``<out>`` (``model.outputs.stagin
 to ``<out>`` at the end (``model.outputs.replace_dir``), so a reader never sees a half-written run
 directory. ``<out>`` must pass ``model.outputs.check_output_dir`` when the writer is created and
 again when it is finalised: an existing directory is replaced only when it is a run directory
-cutcheck wrote and ``force`` is given, never the working directory or a parent of it. The
+cutcheck wrote, holding nothing but what its manifest lists, and ``force`` is given, never the
+working directory or a parent of it. The
 temporary sibling is removed on any failure or interruption (``discard``).
 """
 
@@ -22,7 +23,7 @@ import pyarrow.parquet as pq
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.logschema import DATASETS
-from cutcheck.model.outputs import check_output_dir, mark, replace_dir, staging_dir
+from cutcheck.model.outputs import check_output_dir, mark, replace_dir, staging_dir, write_manifest
 from cutcheck.reference.runtime.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
 
 BATCH_ROWS = 65_536
@@ -149,7 +150,9 @@ class RunLogWriter:
             text = json.dumps(mark(run_json), indent=2, sort_keys=True, default=str) + "\n"
             (self.tmp / "run.json").write_text(text)
             if self._staging is not None:
-                replace_dir(self.tmp, self.out, force=self.force)
+                replace_dir(self.tmp, self.out, force=self.force)  # writes the manifest of what it holds
+            else:
+                write_manifest(self.out)  # in place: everything in it was written by this run
         except BaseException:
             self.discard()
             raise

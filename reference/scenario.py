@@ -9,7 +9,6 @@ the scenario runs at (the graph's and each rescale's).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -18,6 +17,7 @@ from typing import Any
 from cutcheck.model.errors import GraphError, ScenarioError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.inflight import NetworkConfig
+from cutcheck.model.jsontext import read_json
 from cutcheck.model.kinds import CheckpointMode, FailoverStrategy, SchedulePolicy, values
 from cutcheck.model.sections import Field, Section, int_fields
 from cutcheck.reference.batch_config import BatchConfig
@@ -145,20 +145,7 @@ class Scenario:
         else:
             path = Path(path_or_dict)
             where, base = str(path), path.parent
-            try:
-                data = json.loads(path.read_text())
-            except FileNotFoundError:
-                raise ScenarioError(f"{path}: no such scenario file; check the path.") from None
-            except IsADirectoryError:
-                raise ScenarioError(f"{path}: is a directory, not a scenario file; give the path of a scenario JSON "
-                                    "file, e.g. examples/scenarios/keyed-unaligned.json.") from None
-            except json.JSONDecodeError as exc:
-                raise ScenarioError(f"{path}: not valid JSON (line {exc.lineno}, column {exc.colno}): {exc.msg}.") from None
-            except UnicodeDecodeError:
-                raise ScenarioError(f"{path}: not a text file; give a scenario JSON file.") from None
-            except OSError as exc:
-                raise ScenarioError(f"{path}: cannot read the scenario ({exc.strerror}); check the path and its "
-                                    "permissions.") from None
+            data = read_json(path, ScenarioError, "scenario file")
         top = TOP.read(data, where)
         # In checkpoint, network and schedule any empty value ({}, null, [], false) means "all defaults" (docs/scenarios.md).
         graph_ref = data.get("graph")

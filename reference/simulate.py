@@ -214,7 +214,8 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
         {"id": s.cp, "attempt": s.attempt, "kind": s.kind, "status": s.status, "trigger_step": s.trigger_step,
          "end_step": s.end_step, "alignment_steps": s.alignment_steps, "input_state_records": s.input_state_records,
          "output_state_records": s.output_state_records, "state_bytes": s.state_bytes,
-         "inflight_bytes": s.inflight_bytes, "buffer_size": s.buffer_size, "reason": s.reason}
+         "inflight_bytes": s.inflight_bytes, "processed_bytes": s.processed_bytes, "buffer_size": s.buffer_size,
+         "reason": s.reason}
         for s in engine.coordinator.stats
     ]
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,

@@ -177,6 +177,8 @@ def resolve(
                 run = json.loads(meta.read_text())
             except (OSError, ValueError) as exc:
                 raise LogDataError(f"{meta} is not readable JSON ({exc}); rewrite or remove it.") from None
+            except RecursionError:
+                raise LogDataError(f"{meta} is JSON nested deeper than cutcheck reads; rewrite or remove it.") from None
     if ranges:
         input = None
     if (input is None and not ranges) or output is None:
@@ -205,6 +207,9 @@ def json_head(ds: Dataset, path: Path) -> Iterator[Any]:
                     break
                 if line.strip():
                     yield json.loads(line)
+    except RecursionError:
+        raise LogDataError(f"{ds.name} dataset file {ds.show(path)} is not JSON lines cutcheck reads (a line nests "
+                           "deeper than the interpreter parses); a log record is a flat JSON object.") from None
     except (OSError, UnicodeDecodeError, EOFError, ValueError) as exc:
         raise LogDataError(f"{ds.name} dataset file {ds.show(path)} is not JSON lines ({exc}).") from None
 

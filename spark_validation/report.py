@@ -74,6 +74,7 @@ class Report:
     witnesses: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
     input_ranges: list[str] = field(default_factory=list)  # the input as half-open id ranges, when given so
     columns: dict[str, str] = field(default_factory=dict)  # schema column -> the dataset's column (--rid id ...)
+    notes: list[str] = field(default_factory=list)  # what was guessed about the data (a CSV header), one sentence each
 
     def count(self, check: str) -> int:
         return int(getattr(self, check))

@@ -1,5 +1,6 @@
 """What a dataset holds, learnt from its first lines before Spark starts: is it empty, does a CSV
-have a header (or do ``--columns`` name its columns), is ``rid`` an integer.
+have a header (``--header``/``--no-header`` decide; else it is guessed from the first line, and the
+guess is said), do ``--columns`` name its columns, is ``rid`` an integer.
 
 Every refusal here is one sentence and costs no JVM: an empty dataset, header-less CSV without
 column names, and a ``rid`` stored as text, a float or a string are found by reading a few lines
@@ -31,6 +32,7 @@ class Sniff:
     empty: bool | None  # True: no record at all; None: only Spark can tell
     columns: tuple[str, ...] | None = None  # CSV: the column names, from the header or from --columns
     header: bool = True  # CSV: each file starts with a header row
+    note: str | None = None  # CSV: what was guessed about the header, in one sentence (never silently)
 
 
 def parse_columns(text: str | None, option: str, renames: dict[str, str] | None = None) -> tuple[str, ...] | None:
@@ -79,7 +81,27 @@ def _example(n: int, option: str) -> str:
     return f"{option} {','.join(['rid', *[f'col{i}' for i in range(2, n + 1)]])} (unknown names are ignored)"
 
 
-def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str, renames: dict[str, str]) -> Sniff:
+def _is_header(top: list[str], columns: tuple[str, ...] | None, rid_name: str) -> tuple[bool, str]:
+    """The guess whether ``top`` (a CSV file's first row) is a header, and why, in words.
+
+    A data row holds an integer rid (validate refuses any other), so with ``--columns`` the row is a
+    header when its rid cell is not an integer: text columns (keys like ``user-7``) say nothing. Without
+    ``--columns`` it is a header when it names the rid column or holds any cell that is not a number."""
+    if columns is not None:
+        cell = top[columns.index("rid")] if columns.index("rid") < len(top) else ""
+        if INTEGER.match(cell):
+            return False, f"its rid cell {cell!r} is an integer"
+        return True, f"its rid cell {cell!r} is not an integer"
+    if rid_name in top:
+        return True, f"it names the column `{rid_name}`"
+    text = next((c for c in top if not NUMBER.match(c)), None)
+    if text is not None:
+        return True, f"it holds {text[:40]!r}, which is not a number"
+    return False, "every cell of it is a number"
+
+
+def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str, renames: dict[str, str],
+         header: bool | None, header_option: str) -> Sniff:
     first: tuple[Path, list[list[str]]] | None = None
     for f in ds.files:
         rows = _lines(f, 2)
@@ -87,38 +109,48 @@ def _csv(ds: Dataset, columns: tuple[str, ...] | None, option: str, renames: dic
             first = (f, rows)
             break
     if first is None:
-        return Sniff(empty=True, columns=columns, header=columns is None)
+        return Sniff(empty=True, columns=columns, header=columns is None if header is None else header)
     f, rows = first
     top = rows[0]
-    numeric = all(NUMBER.match(c) for c in top)
     rid_name = source_name("rid", renames)
-    if columns is not None:
-        if rid_name in top or not numeric:
+    guessed, why = _is_header(top, columns, rid_name)
+    note = None
+    if header is None:
+        header = guessed
+        other = header_option if not guessed else header_option.replace("--", "--no-", 1)
+        shown = ",".join(top)[:80]
+        note = (f"{ds.name} dataset file {ds.show(f)}: its first line ({shown}) was taken for "
+                f"{'a header' if guessed else 'data, not a header'}, since {why}; {other} says otherwise.")
+    if header and len(rows) < 2:  # the first file's only line is its header: look for data elsewhere
+        rows_after = [r for g in ds.files if g != f for r in _lines(g, 2)[1 if header else 0:]]
+        if not rows_after:
+            return Sniff(empty=True, columns=columns or rename(top, renames), header=True, note=note)
+    if columns is None:
+        if not header:
             raise LogDataError(
-                f"{ds.name} dataset file {ds.show(f)} starts with a header row ({','.join(top)[:80]}), so {option} "
-                f"does not apply; drop {option} and the header names the columns."
+                f"{ds.name} dataset file {ds.show(f)} has no header row (its first line, {','.join(top)[:80]}, is "
+                f"data); pass {option} with its {len(top)} column names in file order, for example "
+                f"{_example(len(top), option)}."
             )
-        if len(top) != len(columns):
-            raise LogDataError(
-                f"{ds.name} dataset file {ds.show(f)} has {len(top)} columns but {option} names {len(columns)}; "
-                "name every column of the file, in order."
-            )
-        rid = top[columns.index("rid")]
-        if rid and not INTEGER.match(rid):
-            raise _not_integer(ds, f, f"text ({rid!r} on its first line)")
-        return Sniff(empty=False, columns=columns, header=False)
-    if rid_name not in top and numeric:
+        if rid_name in top and len(rows) > 1:
+            i = top.index(rid_name)
+            rid = rows[1][i] if i < len(rows[1]) else ""
+            if rid and not INTEGER.match(rid):
+                raise _not_integer(ds, f, f"text ({rid!r} on its first data line)")
+        return Sniff(empty=False, columns=rename(top, renames), header=True, note=note)
+    if len(top) != len(columns):
         raise LogDataError(
-            f"{ds.name} dataset file {ds.show(f)} has no header row (its first line, {','.join(top)[:80]}, is data); "
-            f"pass {option} with its {len(top)} column names in file order, for example {_example(len(top), option)}."
+            f"{ds.name} dataset file {ds.show(f)} has {len(top)} columns but {option} names {len(columns)}; "
+            "name every column of the file, in order."
         )
-    if rid_name in top and len(rows) > 1:
-        i = top.index(rid_name)
-        rid = rows[1][i] if i < len(rows[1]) else ""
-        if rid and not INTEGER.match(rid):
-            raise _not_integer(ds, f, f"text ({rid!r} on its first data line)")
-    empty = len(rows) < 2 and not any(len(_lines(g, 2)) > 1 for g in ds.files if g != f)
-    return Sniff(empty=empty, columns=rename(top, renames), header=True)
+    data = (rows[1] if len(rows) > 1 else []) if header else top
+    rid = data[columns.index("rid")] if columns.index("rid") < len(data) else ""
+    if rid and not INTEGER.match(rid):
+        where = "first data line" if header else "first line, read as data"
+        if note is None and not header:  # the user said so: name the option that did
+            where += f" as {header_option.replace('--', '--no-', 1)} asks"
+        raise _not_integer(ds, f, f"text ({rid!r} on its {where})")
+    return Sniff(empty=False, columns=columns, header=header, note=note)
 
 
 def _json_type(value: Any) -> str | None:
@@ -163,10 +195,12 @@ def _parquet(ds: Dataset, rid: str) -> Sniff:
 
 
 def sniff(
-    ds: Dataset, columns: tuple[str, ...] | None = None, option: str = "--columns", renames: dict[str, str] | None = None
+    ds: Dataset, columns: tuple[str, ...] | None = None, option: str = "--columns", renames: dict[str, str] | None = None,
+    header: bool | None = None, header_option: str = "--header",
 ) -> Sniff:
     """Look at ``ds`` before Spark does; ``columns`` are the names of a header-less CSV's columns
-    (already renamed), ``renames`` the user's columns that are the schema's (``--rid id``)."""
+    (already renamed), ``renames`` the user's columns that are the schema's (``--rid id``); ``header``
+    says whether CSV files start with a header row (None: guessed from the first line, and said)."""
     renames = renames or {}
     rid = source_name("rid", renames)
     if columns is not None and ds.format not in (None, "csv"):
@@ -174,10 +208,13 @@ def sniff(
             f"{option} names the columns of header-less CSV, but the {ds.name} dataset {ds.where} is "
             f"{ds.format}, whose columns have names; drop {option}."
         )
+    if header is not None and ds.format not in (None, "csv"):
+        raise LogDataError(f"{header_option} applies to CSV, but the {ds.name} dataset {ds.where} is {ds.format}; "
+                           f"drop it.")
     if ds.format is None:
-        return Sniff(empty=True, columns=columns, header=columns is None)
+        return Sniff(empty=True, columns=columns, header=columns is None if header is None else header)
     if ds.format == "csv":
-        return _csv(ds, columns, option, renames)
+        return _csv(ds, columns, option, renames, header, header_option)
     if ds.format == "json":
         return _json(ds, rid)
     return _parquet(ds, rid)

@@ -93,6 +93,8 @@ def validate(
     input_ranges: Sequence[str] | None = None,
     endpoint_url: str | None = None,
     png: PathLike | None = None,
+    input_header: bool | None = None,
+    output_header: bool | None = None,
 ) -> Report:
     """Check that output holds every input record exactly as often as expected, in order.
 
@@ -101,7 +103,9 @@ def validate(
     ``"complete": false``). ``columns``: schema column -> the user's column (``{"rid": "id"}``), on
     both datasets. ``input_ranges``: the input as half-open id ranges (``"0:1200000"``), instead of
     an input dataset. ``endpoint_url``: an S3-compatible endpoint for ``s3://`` datasets. ``png``:
-    draw where the faults sit. Raises LogDataError for empty, unreadable or ill-typed data or a
+    draw where the faults sit. ``input_header`` / ``output_header``: whether a CSV dataset's files start
+    with a header row (None: guessed from the first line, and the guess is in ``Report.notes``).
+    Raises LogDataError for empty, unreadable or ill-typed data or a
     missing required column, EnvironmentProblem when Java or Spark is unusable.
     """
     renames = colmap.mapping(columns or {})
@@ -113,7 +117,7 @@ def validate(
                            "as ids; drop --input-columns.")
     with tempfile.TemporaryDirectory(prefix="cutcheck-validate-") as scratch:
         return _validate(run_dir, input, output, master, driver_memory, sample, input_columns, output_columns,
-                         prefix, renames, ranges, endpoint_url, png, Path(scratch))
+                         prefix, renames, ranges, endpoint_url, png, Path(scratch), (input_header, output_header))
 
 
 def _validate(
@@ -131,8 +135,9 @@ def _validate(
     endpoint_url: str | None,
     png: PathLike | None,
     scratch: Path,
+    headers: tuple[bool | None, bool | None],
 ) -> Report:
-    from . import checks, datasets, session, witness
+    from . import cells, checks, datasets, session, witness
 
     started = time.perf_counter()
     cols = {"input": _columns(input_columns, "--input-columns", renames),
@@ -140,10 +145,11 @@ def _validate(
     hints = ("csv" if cols["input"] else None, "csv" if cols["output"] else None)
     src = datasets.resolve(run_dir, input, output, hints, scratch, endpoint_url, ranges=bool(ranges))
     sniffs: dict[str, Sniff] = {}
+    asked = {"input": (headers[0], "--input-header"), "output": (headers[1], "--header")}
     for ds, option, path_option in ((src.input, "--input-columns", "--input"), (src.output, "--columns", "--output")):
         if ds is None:
             continue
-        sniffs[ds.name] = sniff(ds, cols[ds.name], option, renames)
+        sniffs[ds.name] = sniff(ds, cols[ds.name], option, renames, *asked[ds.name])
         if sniffs[ds.name].empty:
             raise _nothing_to_check(ds.name, ds.where, path_option)
     complete = run_complete(src.run)
@@ -173,6 +179,12 @@ def _validate(
             reason_read = datasets.read_failure(exc)
             if reason_read is None:
                 raise
+            found = [cells.first_bad_value(ds, sniffs[ds.name].columns, sniffs[ds.name].header, renames,
+                                           " ".join(datasets._chain(exc)) + str(exc))
+                     for ds in (src.input, src.output) if ds is not None]
+            said = sorted((s for s in found if s is not None), key=lambda s: not s[1])  # quoted by Spark first
+            if said:  # a value its integer column cannot hold: say where
+                raise LogDataError(said[0][0]) from None
             raise LogDataError(f"cannot read the logs: {reason_read}; fix or remove that file.") from None
 
     rows = run(plan.frame.collect)
@@ -277,6 +289,7 @@ def _validate(
         witnesses=witnesses,
         input_ranges=[f"{a}:{b}" for a, b in ranges],
         columns={t: s for s, t in renames.items()},
+        notes=[s.note for s in sniffs.values() if s.note is not None],
     )
     if png is not None:
         from . import faultmap

@@ -8,7 +8,9 @@ offset, count, sink subtask, txn, commit_seq, checkpoint_id, attempt) and the fi
 row; and, when the input is a dataset, the input rows of the lost rids. A part file's name tells
 the writer and its part counter (Flink's FileSink names committed files
 ``<prefix>-<writer>-<counter><suffix>``: the counter grows by one per rolled file, which is one per
-checkpoint under the roll-on-checkpoint policy every exactly-once FileSink uses).
+checkpoint under the roll-on-checkpoint policy every exactly-once FileSink uses). The counter orders
+the files of one writer only: every writer counts on its own, so nothing here compares counters of
+different writers (the fault map orders files by modification time instead).
 """
 
 from __future__ import annotations

@@ -49,6 +49,7 @@ class CheckpointStats:
     output_state_records: int = 0
     state_bytes: int = 0
     inflight_bytes: int = 0
+    processed_bytes: int = 0  # data processed during alignment (Flink's processed_data); state_bytes is the persisted
     buffer_size: int = 0
     reason: str = ""
 
@@ -184,6 +185,7 @@ class Coordinator:
         stats.state_bytes = (stats.input_state_records + stats.output_state_records) * rb
         stats.alignment_steps = self.engine.alignment_steps.pop(p.cp, 0)
         stats.inflight_bytes = self.engine.inflight_at_trigger.pop(p.cp, 0)
+        stats.processed_bytes = self.engine.aligned_processed.pop(p.cp, 0) * rb
         stats.buffer_size = self.engine.buffer_size_at_trigger.pop(p.cp, 0)
         self.stats.append(stats)
         self.engine.on_complete(done, subsumed)

@@ -106,6 +106,10 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     # Alignment: the steps this task spent between its first barrier and its snapshot.
     first_step = task.first_barrier.pop(cp, engine.step)
     engine.alignment_steps[cp] = engine.alignment_steps.get(cp, 0) + engine.step - first_step
+    before = task.processed_at_first_barrier.pop(cp, None)
+    if before is not None:  # records processed during alignment (none for an unaligned snapshot at once)
+        processed = sum(ch.processed for ch in task.channels) - before
+        engine.aligned_processed[cp] = engine.aligned_processed.get(cp, 0) + processed
     for ch in task.channels:
         key = task.channel_key(ch)
         snap.processed[key] = ch.processed

@@ -69,6 +69,7 @@ class TaskRun(RunContext, Protocol):
     coverage: Any  # core.coverage.Coverage
     alignment_steps: dict[int, int]
     inflight_at_trigger: dict[int, int]
+    aligned_processed: dict[int, int]
     buffer_size_at_trigger: dict[int, int]
 
     def new_barrier_handler(self) -> BarrierHandler: ...

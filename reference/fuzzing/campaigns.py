@@ -13,9 +13,15 @@ cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
 
 from __future__ import annotations
 
+import contextlib
 import random
+import shutil
+import signal
+import sys
+import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -103,6 +109,61 @@ class CampaignResult:
         return out
 
 
+@contextlib.contextmanager
+def private_hypothesis_home() -> Iterator[None]:
+    """Hypothesis caches what it reads from source files (and keeps its example database, when one is
+    configured) under ``.hypothesis/`` in the working directory; a campaign must leave nothing in the
+    user's directory, so Hypothesis gets a new temporary home, removed at the end however the campaign
+    ends (Ctrl-C included), and the home it had before is put back."""
+    from hypothesis import configuration
+
+    previous = vars(configuration).get("__hypothesis_home_directory")
+    home = tempfile.mkdtemp(prefix="cutcheck-hypothesis-")
+    configuration.set_hypothesis_home_dir(home)
+    try:
+        yield
+    finally:
+        configuration.set_hypothesis_home_dir(previous)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+_INTERRUPTED = threading.Event()
+
+
+@contextlib.contextmanager
+def _sticky_interrupts() -> Iterator[None]:
+    """Ctrl-C that cannot be lost: Hypothesis runs a garbage-collector callback, and a KeyboardInterrupt
+    raised inside one is printed and dropped by Python (the campaign then ran on for its whole budget).
+    The handler also sets a flag that every example looks at first, so the next example ends the run;
+    the dropped one is not printed (the run says "interrupted" once)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_sigint(signum: int, frame: Any) -> None:
+        _INTERRUPTED.set()
+        raise KeyboardInterrupt
+
+    def unraisable(info: Any) -> None:
+        if not isinstance(info.exc_value, KeyboardInterrupt):  # the flag carries a dropped Ctrl-C
+            previous_hook(info)
+
+    _INTERRUPTED.clear()
+    previous, previous_hook = signal.signal(signal.SIGINT, on_sigint), sys.unraisablehook
+    sys.unraisablehook = unraisable
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        sys.unraisablehook = previous_hook
+        _INTERRUPTED.clear()
+
+
+def _stop_if_interrupted() -> None:
+    if _INTERRUPTED.is_set():
+        raise KeyboardInterrupt
+
+
 def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mutants: Sequence[str] = (),
                         seed: int = 0, choice_budget: int = CHOICE_BUDGET, shrink: bool = True,
                         gen: dict[str, Any] | None = None, shrink_seconds: float = SHRINK_SECONDS,
@@ -112,8 +173,16 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
     Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
     time budget can stop the search between batches (and within one: late examples are skipped).
     Without ``gen`` each example's generator settings come from ``FEATURE_CYCLE`` (drawn, so they
-    shrink towards plain scenarios).
+    shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
+    (``private_hypothesis_home``).
     """
+    with private_hypothesis_home(), _sticky_interrupts():
+        return _campaign(examples, seconds, mutants, seed, choice_budget, shrink, gen, shrink_seconds, progress)
+
+
+def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed: int, choice_budget: int,
+              shrink: bool, gen: dict[str, Any] | None, shrink_seconds: float,
+              progress: Callable[[int], None] | None) -> CampaignResult:
     if examples < 1:
         raise CutcheckError(f"examples {examples}: a campaign needs at least one scenario.")
     if seconds is not None and not seconds > 0:
@@ -132,6 +201,7 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
             result.limits["search_stopped_by"] = "budget"
             break
         search.run_batch(min(20, examples - result.examples), seed * 1_000_003 + batch, shrink=shrink)
+        _stop_if_interrupted()
         batch += 1
     found_at = search.found_at or time.monotonic()
     result.phases["search"] = found_at - start
@@ -168,6 +238,7 @@ class _Search:
         self.shrink_runs = 0
 
     def example(self, data: Any) -> None:
+        _stop_if_interrupted()
         shrinking = self.found is not None
         gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
         sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)

@@ -9,7 +9,6 @@ and writes the PNG atomically. Nothing here prints: notes for the user travel in
 
 from __future__ import annotations
 
-import json
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -17,6 +16,7 @@ from typing import Any
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.jsontext import parse_json, read_json
 from cutcheck.model.protocol import INQ, PROTOCOL_MUTANTS
 from cutcheck.model.trace import ChannelChecker, Runs
 
@@ -121,13 +121,10 @@ def _read_run(run_dir: Path) -> tuple[dict[str, Any], list[dict[str, Any]], list
     trace = run_dir / "trace.jsonl"
     if not trace.is_file():
         raise CutcheckError(f"{run_dir} has no trace.jsonl; re-run `cutcheck simulate SCENARIO --out {run_dir} --trace`.")
-    run = json.loads((run_dir / "run.json").read_text())
+    run = read_json(run_dir / "run.json", CutcheckError, "run.json", fix=f"re-run simulate with --out {run_dir}")
     rows = []
     for number, line in enumerate(trace.read_text().splitlines(), 1):
-        try:
-            rows.append(json.loads(line))
-        except json.JSONDecodeError:
-            raise CutcheckError(f"{trace}: line {number} is not JSON; re-run simulate with --trace.") from None
+        rows.append(parse_json(line, f"{trace}: line {number}", CutcheckError, fix="re-run simulate with --trace"))
     events: list[dict[str, Any]] = []
     if (run_dir / "events").is_dir():
         import pyarrow.parquet as pq

@@ -69,6 +69,9 @@ class Task:
         self.pending_priority = 0
         self.direct_triggers: list[Barrier] = []  # checkpoints this task starts itself (sources, drained tasks)
         self.first_barrier: dict[int, int] = {}  # checkpoint -> step its first barrier reached this task
+        # checkpoint -> records this task had processed when its first barrier arrived (what it processes
+        # from then until its snapshot is the data it met during alignment, Flink's "processed data")
+        self.processed_at_first_barrier: dict[int, int] = {}
         self.op = make_operator(self)
 
     def __repr__(self) -> str:
@@ -187,7 +190,7 @@ class Task:
             if ch.sender is not None and ch.sender.trace is not None:
                 ch.sender.trace.append(("barrier_processed", head.cp))
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            self.first_barrier.setdefault(head.cp, self.engine.step)
+            self.note_first_barrier(head.cp)
             self.handler = self.handler.barrier_received(self, ch, head)
             self.check_alignment_progress()
         elif isinstance(head, EndOfChannelState):
@@ -250,6 +253,11 @@ class Task:
         """Finished and fully drained: nothing left in our output queues."""
         return self.finished and all(not sp.queue and not sp.current for p in self.partitions for sp in p.subpartitions)
 
+    def note_first_barrier(self, cp: int) -> None:
+        if cp not in self.first_barrier:
+            self.first_barrier[cp] = self.engine.step
+            self.processed_at_first_barrier[cp] = sum(ch.processed for ch in self.channels)
+
     def handle_priority(self) -> None:
         for ch in self.channels:
             if ch.priority:
@@ -257,7 +265,7 @@ class Task:
                 self.pending_priority -= 1
                 if ch.ended:
                     return
-                self.first_barrier.setdefault(b.cp, self.engine.step)
+                self.note_first_barrier(b.cp)
                 self.handler = self.handler.barrier_received(self, ch, b)
                 self.check_alignment_progress()
                 return

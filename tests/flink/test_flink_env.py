@@ -193,18 +193,6 @@ def test_flink_option_needs_a_prepared_release(command: str, monkeypatch: pytest
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
 
 
-def test_config_keys_per_release() -> None:
-    conf = {"execution.checkpointing.dir": "file:///c", "execution.state-recovery.path": "file:///c/chk-1",
-            "execution.state-recovery.claim-mode": "CLAIM", "execution.checkpointing.num-retained": "3",
-            "execution.checkpointing.interval": "200ms"}
-    old = versions.adapt(conf, "1.19.3")
-    assert old == {"state.checkpoints.dir": "file:///c", "execution.savepoint.path": "file:///c/chk-1",
-                   "execution.savepoint-restore-mode": "CLAIM", "state.checkpoints.num-retained": "3",
-                   "execution.checkpointing.interval": "200ms"}
-    assert versions.adapt(conf, "1.20.0") == conf == versions.adapt(conf, "2.1.0")
-    assert all(r.source for r in versions.RENAMES)
-
-
 def test_a_run_survives_the_trip_through_json() -> None:
     graph = JobGraph.from_json(EXAMPLES / "keyed-pipeline.json")
     rescaled = graph.with_parallelism({"count": 3})

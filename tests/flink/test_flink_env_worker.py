@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from cutcheck.flink_bridge import launch
+from cutcheck.flink_bridge.features import installed as installed_release
 from cutcheck.flink_bridge.runner import RunOptions
-from cutcheck.flink_bridge.versions import installed
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.graph import JobGraph
 from tests.flink.helpers import EXAMPLES, FLINK_MARKS
@@ -38,7 +38,7 @@ def test_a_run_in_the_worker_comes_back_whole(tmp_path: Path) -> None:
     said: list[str] = []
     opts = RunOptions(fail_after=1, records=400, release=None)
     run = launch.run_in_release(None, graph, opts, tmp_path / "work", said.append)
-    assert run.flink_version == installed()
+    assert run.flink_version == installed_release().name
     assert [j.stats.state for j in run.jobs if j.stats] == ["FINISHED"]
     assert run.fired is not None and run.fired.startswith("count[")
     assert any(kind == "arm" for _, kind, _ in run.events) and any("armed" in m for m in said)
@@ -85,7 +85,7 @@ def test_ctrl_c_stops_the_worker_and_its_jvm(tmp_path: Path) -> None:
 
 def test_an_environment_that_imports_another_release_is_refused() -> None:
     worker = launch.Worker(launch.sys.executable, "apache-flink 1.20.3", expect="1.20.3")
-    with pytest.raises(CutcheckError, match=rf"imports PyFlink {installed()}; remove it .*--remove 1.20.3"):
+    with pytest.raises(CutcheckError, match=rf"imports PyFlink {installed_release().name}; remove it .*--remove 1.20.3"):
         worker.start()
     assert worker.proc is None
 

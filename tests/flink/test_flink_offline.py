@@ -46,9 +46,6 @@ def test_without_the_extra_says_how_to_install(command: str, monkeypatch: pytest
 
 
 @pytest.mark.parametrize(("graph", "words"), [
-    ("co-map.json", "kind co_map is not supported on real Flink"),
-    ("multi-edge.json", "kind co_map is not supported on real Flink"),
-    ("broadcast-state.json", "kind broadcast_state is not supported on real Flink"),
     ("batch.json", "blocking exchanges are not supported on real Flink"),
 ])
 def test_unsupported_graphs_exit_2_in_one_sentence(graph: str, words: str, monkeypatch: pytest.MonkeyPatch,
@@ -182,24 +179,25 @@ def test_engine_calibration_on_keyed_pipeline_with_a_failure_and_a_rescale() -> 
 
 
 def test_conform_draws_only_graphs_flink_runs_deterministically() -> None:
-    from cutcheck.flink_bridge.conform import MAX_PARALLELISM, cases, draw_case
+    from cutcheck.flink_bridge.conform import MAX_PARALLELISM, cases, draw_case, rescalable
     from cutcheck.flink_bridge.runner import prepare
-    from cutcheck.reference.fuzzing.generate import _rescalable
 
-    drawn = list(cases(0, 6))
-    assert [c.seed for c in drawn] == [c.seed for c in cases(0, 6)], "deterministic by seed"
-    assert len({c.seed for c in drawn}) == 6
+    drawn = list(cases(0, 20))
+    assert [c.seed for c in drawn] == [c.seed for c in cases(0, 20)], "deterministic by seed"
+    assert len({c.seed for c in drawn}) == 20
     for case in drawn:
         graph = JobGraph.from_json(case.graph)
         check_supported(graph)
         prepare(graph, case.opts)  # the options drawn are accepted too
         assert case.opts.fail_after in (1, 2)
-        if any(e.partitioner == "custom" for e in graph.edges):
-            assert case.opts.mode == "aligned"
-        movable = _rescalable(case.graph)
-        assert bool(case.opts.rescale) == bool(movable), "a rescale wherever Flink allows one"
+        movable = rescalable(graph)
+        assert bool(case.opts.rescale) == bool(movable), "a rescale wherever the graph allows one"
         for vid, p in case.opts.rescale.items():
             assert vid in movable and p != graph.vertex(vid).parallelism and 1 <= p <= MAX_PARALLELISM
+    # the limits lifted (issue 23): custom edges under unaligned modes, two-input and broadcast vertices
+    assert any(c.opts.mode != "aligned" and any(e["partitioner"] == "custom" for e in c.graph["edges"]) for c in drawn)
+    kinds = {v["kind"] for c in drawn for v in c.graph["vertices"]}
+    assert {"co_map", "broadcast_state"} <= kinds
     skipped = [s for s in range(drawn[-1].seed) if s not in {c.seed for c in drawn}]
     for s in skipped:
         assert draw_case(s) is None
@@ -275,3 +273,119 @@ def test_compare_table_marks_what_is_comparable(monkeypatch: pytest.MonkeyPatch,
     cmp = json.loads((tmp_path / "c.json").read_text())
     assert cmp["checkpoint_ratio"] == 1.0 and cmp["calibrated"] and "alignment" in cmp["not_comparable"]
     assert set(cmp["comparable"]) >= {"verdict", "completed", "restarts", "refused", "persisted_share"}
+
+
+@pytest.mark.parametrize("graph", ["co-map.json", "multi-edge.json", "broadcast-state.json"])
+def test_two_input_and_broadcast_graphs_are_translated(graph: str) -> None:
+    check_supported(JobGraph.from_json(EXAMPLES / graph))  # refused before this branch: co_map, broadcast_state
+
+
+def test_a_co_map_with_three_inputs_is_refused_in_one_sentence() -> None:
+    data = JobGraph.from_json(EXAMPLES / "co-map.json").to_json()
+    data["edges"].append({"from": "orders", "to": "join", "partitioner": "rebalance"})
+    data["edges"][-1].pop("gate", None)
+    with pytest.raises(GraphError, match="co_map with 3 inputs is not supported on real Flink"):
+        check_supported(JobGraph.from_json(data))
+
+
+def test_release_table_keys_and_custom_partitioner_rules() -> None:
+    from cutcheck.flink_bridge.features import Key, features
+    from cutcheck.model.errors import CutcheckError
+
+    old, new, two = features("1.19.1"), features("1.20"), features("2.3.0")
+    assert old.key(Key.RESTORE_PATH) == "execution.savepoint.path" and old.key(Key.CLAIM_MODE) == "execution.savepoint-restore-mode"
+    assert new.key(Key.RESTORE_PATH) == "execution.state-recovery.path" == two.key(Key.RESTORE_PATH)
+    assert all(f.custom_needs_forced for f in (old, new, two))
+    assert (old.custom_edge_aligned, new.custom_edge_aligned, two.custom_edge_aligned) == (False, False, True)
+    for bad, words in (("1.18.1", "older than 1.19"), ("two", "not a version")):
+        with pytest.raises(CutcheckError, match=words):
+            features(bad)
+
+
+def test_custom_partitioner_under_unaligned_is_forced_not_refused() -> None:
+    from cutcheck.flink_bridge.env import Cluster
+    from cutcheck.flink_bridge.features import features
+    from cutcheck.flink_bridge.runner import RunOptions, job_config, prepare
+
+    data = JobGraph.from_json(EXAMPLES / "co-map.json").to_json()
+    data["edges"][2]["partitioner"] = "custom"  # join -> sink
+    for mode, forced in (("unaligned", "true"), ("aligned_timeout", "true"), ("aligned", "false")):
+        opts = RunOptions(mode=mode)
+        graph, _ = prepare(data, opts)
+        conf = job_config(Cluster(None, 1), opts, "/tmp/ck", True, "/tmp/ck/x/chk-1", None, graph, features("2.3.0"))
+        assert conf["execution.checkpointing.unaligned.forced"] == forced, mode
+        assert conf["execution.state-recovery.claim-mode"] == "NO_CLAIM"
+
+
+def test_standalone_script_imports_nothing_of_cutcheck_and_carries_the_case() -> None:
+    import ast
+
+    from cutcheck.flink_bridge.runner import RunOptions
+    from cutcheck.flink_bridge.standalone import render
+
+    opts = RunOptions(mode="unaligned", fail_after=1, rescale={"apply": 2}, claim_mode="claim", records=200)
+    data = JobGraph.from_json(EXAMPLES / "broadcast-state.json").to_json()
+    data["edges"][1]["partitioner"] = "broadcast"
+    with pytest.raises(GraphError, match="broadcast"):  # rescaling a broadcast consumer stays refused
+        render(data, opts, release="1.19.0")
+    opts.rescale = {"sink": 2}
+    text = render(data, opts, release="1.19.0")
+    tree = ast.parse(text)
+    imported = {n.module or "" for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert imported and not any(m.split(".")[0] == "cutcheck" for m in imported), imported
+    assert {m.split(".")[0] for m in imported} <= {"__future__", "json", "os", "shutil", "sys", "tempfile", "time",
+                                                    "urllib", "pyflink"}
+    case = json.loads(text.split("json.loads(r\'\'\'", 1)[1].split("\'\'\')", 1)[0])
+    assert case["keys"]["restore_path"] == "execution.savepoint.path" and case["release"] == "1.19.0"
+    assert case["options"]["rescale"] == {"sink": 2} and case["options"]["claim_mode"] == "claim"
+    assert sum(case["expect"]["events"]["copies"]) == len(case["expect"]["events"]["copies"])  # one copy per event
+    assert set(case["expect"]["rules"]["copies"]) == {3}  # a broadcast copy per consumer subtask
+
+
+@pytest.mark.parametrize(("changes", "words"), [
+    ({"savepoint": "native"}, "--savepoint needs --stop-after-checkpoint"),
+    ({"savepoint": "json", "stop_after": 1}, "--savepoint 'json' is not one of canonical, native"),
+    ({"savepoint": "native", "stop_after": 1, "fail_after": 1}, "two ways to end the first job"),
+    ({"claim_mode": "legacy"}, "--claim-mode 'legacy' is not one of claim, no_claim"),
+    ({"kill_after": 1, "rescale": {"count": 1}}, "a fault of its own, restarted in place"),
+    ({"kill_after": 0}, "at least 1"),
+])
+def test_run_option_combinations_are_refused_in_one_sentence(changes: dict[str, Any], words: str) -> None:
+    from cutcheck.flink_bridge.runner import RunOptions, prepare
+    from cutcheck.model.errors import CutcheckError
+
+    with pytest.raises(CutcheckError, match=words):
+        prepare(EXAMPLES / "keyed-pipeline.json", RunOptions(**changes))
+    prepare(EXAMPLES / "keyed-pipeline.json", RunOptions(savepoint="canonical", stop_after=2, rescale={"count": 1}))
+
+
+def test_flink_script_writes_a_new_file_only(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    out = tmp_path / "case.py"
+    result = _invoke("flink", "script", str(EXAMPLES / "co-map.json"), "--out", str(out), "--fail-after-checkpoint", "1",
+                     "--release", "1.20.1")
+    assert result.exit_code == 0, result.output
+    assert "execution.state-recovery.claim-mode" in out.read_text() and "cutcheck import" not in out.read_text()
+    before = out.read_text()
+    again = _invoke("flink", "script", str(EXAMPLES / "co-map.json"), "--out", str(out))
+    assert again.exit_code == 2 and "already exists" in _error_line(again) and out.read_text() == before
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".case.py")], "no temporary left behind"
+
+
+def test_unaligned_edges_per_release_and_the_engine_rule_for_2x() -> None:
+    from cutcheck.flink_bridge.features import features, unaligned_edges
+    from cutcheck.model.execution import edge_supports_unaligned
+
+    data = {"name": "mixed", "vertices": [
+        {"id": "a", "kind": "source", "parallelism": 2, "records": 10},
+        {"id": "b", "kind": "source", "parallelism": 2, "records": 10},
+        {"id": "u", "kind": "co_map", "parallelism": 2},
+        {"id": "m", "kind": "map", "parallelism": 2},
+        {"id": "k", "kind": "sink", "parallelism": 2}],
+        "edges": [{"from": "a", "to": "u", "partitioner": "custom"}, {"from": "b", "to": "u", "partitioner": "rebalance"},
+                  {"from": "u", "to": "m", "partitioner": "rebalance"}, {"from": "m", "to": "k", "partitioner": "rescale"}]}
+    graph = JobGraph.from_json(data)
+    two = unaligned_edges(graph, features("2.3.0"))
+    assert two == {2} == {e.key for e in graph.edges if edge_supports_unaligned(graph, e.key)}, "2.x is the engine's rule"
+    assert unaligned_edges(graph, features("1.19.0")) == {0, 1, 2}, "1.19 forced: the custom edge goes unaligned"
+    assert unaligned_edges(graph, features("1.19.0"), forced=False) == {2}

@@ -16,6 +16,7 @@ from cutcheck.model.outputs import (
     mark,
     replace_dir,
     staging_dir,
+    write_manifest,
 )
 
 
@@ -23,6 +24,7 @@ def _run_dir(path: Path) -> Path:
     path.mkdir(parents=True)
     (path / "run.json").write_text(json.dumps(mark({"seed": 1})))
     (path / "data").write_text("old")
+    write_manifest(path)
     return path
 
 
@@ -131,7 +133,9 @@ def test_in_place_writer_removes_its_run_and_puts_back_the_one_it_replaced(tmp_p
     old = _run_dir(tmp_path / "run")
     writer = RunLogWriter(old, force=True, in_place=True)
     assert writer.tmp == old and not (old / "data").exists()  # written where it stays
-    assert is_cutcheck_run_dir(old)  # a provisional run.json: a crashed leftover can be replaced with --force
+    assert is_cutcheck_run_dir(old)  # a provisional run.json, but no manifest until the run is whole:
+    with pytest.raises(OutputRefused, match="no list of the files"):  # a crashed leftover is never replaced
+        check_output_dir(old, force=True)
     writer.discard()
     assert (old / "data").read_text() == "old"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["run"]
@@ -142,3 +146,47 @@ def test_in_place_writer_removes_its_run_and_puts_back_the_one_it_replaced(tmp_p
     fresh = RunLogWriter(tmp_path / "new", in_place=True)
     fresh.discard()
     assert not (tmp_path / "new").exists()
+
+
+def test_force_never_deletes_a_file_the_user_added_to_a_run_directory(tmp_path: Path) -> None:
+    dest = _run_dir(tmp_path / "run")
+    (dest / "sub").mkdir()
+    (dest / "sub" / "analysis.ipynb").write_text("my notes")
+    with pytest.raises(OutputRefused, match=r"sub/analysis.ipynb was not written by cutcheck"):
+        check_output_dir(dest, force=True)
+    with staging_dir(dest) as tmp:
+        (tmp / "run.json").write_text(json.dumps(mark({"seed": 2})))
+    with pytest.raises(OutputRefused, match="analysis.ipynb"):
+        replace_dir(tmp, dest, force=True)
+    assert (dest / "sub" / "analysis.ipynb").read_text() == "my notes"
+    assert not tmp.exists()
+
+
+def test_force_never_deletes_an_edit_or_an_empty_directory_the_user_made(tmp_path: Path) -> None:
+    dest = _run_dir(tmp_path / "run")
+    (dest / "data").write_text("edited by hand")
+    with pytest.raises(OutputRefused, match="data was changed after cutcheck wrote it"):
+        check_output_dir(dest, force=True)
+    dest = _run_dir(tmp_path / "run2")
+    (dest / "mine").mkdir()
+    with pytest.raises(OutputRefused, match="mine was not made by cutcheck"):
+        check_output_dir(dest, force=True)
+
+
+def test_a_run_directory_without_a_manifest_is_never_replaced(tmp_path: Path) -> None:
+    dest = _run_dir(tmp_path / "run")
+    (dest / "cutcheck-files.json").unlink()
+    with pytest.raises(OutputRefused, match="cannot tell its files from yours"):
+        check_output_dir(dest, force=True)
+
+
+def test_a_replaced_run_lists_what_it_holds_and_can_be_replaced_again(tmp_path: Path) -> None:
+    dest = _run_dir(tmp_path / "run")
+    for seed in (2, 3):
+        with staging_dir(dest) as tmp:
+            (tmp / "run.json").write_text(json.dumps(mark({"seed": seed})))
+            (tmp / "part").mkdir()
+            (tmp / "part" / "f").write_text("x")
+        replace_dir(tmp, dest, force=True)
+        listed = json.loads((dest / "cutcheck-files.json").read_text())["entries"]
+        assert sorted(listed) == ["part", "part/f", "run.json"] and listed["part"] is None

@@ -68,15 +68,28 @@ def test_a_cutcheck_run_is_replaced_only_with_force(work: Path) -> None:
     assert res.returncode == 0, res.stdout + res.stderr
     assert is_cutcheck_run_dir(work / "run")
     assert json.loads((work / "run" / "run.json").read_text())["written_by"] == "cutcheck"
-    (work / "run" / "marker").write_text("from the first run")
     before = tree_hashes(work)
     res = cutcheck(["simulate", "scen/s.json", "--out", "run"], work)
     assert res.returncode == 2 and "--force" in res.stderr, res.stderr
     assert tree_hashes(work) == before
     res = cutcheck(["simulate", "scen/s.json", "--out", "run", "--force"], work)
     assert res.returncode == 0, res.stdout + res.stderr
-    assert not (work / "run" / "marker").exists() and is_cutcheck_run_dir(work / "run")
+    assert is_cutcheck_run_dir(work / "run")
     assert sorted(p.name for p in work.iterdir()) == ["keyed-pipeline.json", "run", "scen"]
+
+
+def test_force_never_deletes_a_file_the_user_saved_inside_a_run(work: Path) -> None:
+    res = cutcheck(["simulate", "scen/s.json", "--out", "run"], work)
+    assert res.returncode == 0, res.stdout + res.stderr
+    (work / "run" / "analysis.ipynb").write_text('{"cells": []}')
+    before = tree_hashes(work)
+    res = cutcheck(["simulate", "scen/s.json", "--out", "run", "--force"], work)
+    assert res.returncode == 2 and "analysis.ipynb was not written by cutcheck" in res.stderr, res.stderr
+    assert len(res.stderr.strip().splitlines()) == 1, res.stderr
+    assert tree_hashes(work) == before and not _leftovers(work)
+    (work / "run" / "analysis.ipynb").rename(work / "analysis.ipynb")  # moved out: the run may go
+    res = cutcheck(["simulate", "scen/s.json", "--out", "run", "--force"], work)
+    assert res.returncode == 0, res.stdout + res.stderr
 
 
 def test_the_library_api_refuses_what_cutcheck_did_not_write(work: Path) -> None:
