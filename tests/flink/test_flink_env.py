@@ -203,12 +203,12 @@ def test_a_run_survives_the_trip_through_json() -> None:
     run = FlinkRun(graph, RunOptions(fail_after=1, rescale={"count": 3}, release="2.1.0"),
                    [JobRun(0, graph, "j0", 900, None, stats), JobRun(1, rescaled, "j1", 2100, "file:///x/chk-1", None)],
                    900, 3000, "/w", "/w/checkpoints", {"sink": "/w/sink"}, "count", "count", 1200, "count[0]", 1500,
-                   [(900, "submit", "job j0")], flink_version="2.1.0")
+                   savepoint="file:///w/savepoints/sp-1", events=[(900, "submit", "job j0")], flink_version="2.1.0")
     back = decode_run(json.loads(json.dumps(encode_run(run))))
     assert back.graph.to_json() == graph.to_json() and back.jobs[1].graph.to_json() == rescaled.to_json()
     assert dataclasses.replace(back, graph=graph, jobs=[]) == dataclasses.replace(run, jobs=[])
     assert back.jobs[0].stats == stats and back.jobs[1].stats is None
-    assert back.events == [(900, "submit", "job j0")]
+    assert back.events == [(900, "submit", "job j0")] and back.savepoint == "file:///w/savepoints/sp-1"
 
 
 def test_unknown_versions_are_refused_in_one_sentence() -> None:
