@@ -102,8 +102,12 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
         for i in range(0, len(copied), 1000):
             deleted.update(store.delete([m.original for m in copied[i:i + 1000]]))
     finally:
-        batch.files = [m for m in copied if m.original in deleted]
-        undo = [os.path.join(path, FILES, m.stored) for m in copied if m.original not in deleted]
+        # A delete request cut short may have removed originals it never reported: look each one up
+        # again rather than drop a copy that is now the only one.
+        unsure = [m for m in copied if m.original not in deleted]
+        there = _parallel(lambda m: store.stat(m.original, fresh=True) is not None, unsure)
+        batch.files = [m for m in copied if m.original in deleted] + [m for m, t in zip(unsure, there, strict=True) if not t]
+        undo = [os.path.join(path, FILES, m.stored) for m, t in zip(unsure, there, strict=True) if t]
         if undo:  # copied but the original was not deleted: the original stays, the copy goes
             store.delete(undo)
         batch.complete = True
