@@ -89,7 +89,7 @@ class DataScope:
         refused: dict[str, str] = {}
         if others:
             for f in files:
-                if os.path.basename(f) in (METADATA,):
+                if os.path.basename(f) in (METADATA, METADATA_TMP):  # metadata is never written with entropy
                     for r in others:
                         if r not in refused and inside(f, r):
                             refused[r] = f
