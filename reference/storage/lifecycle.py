@@ -20,6 +20,7 @@ job directory and prefix:
   stays until the next completion); the rule is ``days_for`` that, and it holds only while the job
   keeps completing checkpoints: a stopped job's last checkpoint expires too.
 * ``<job>/taskowned/``: task-owned files are not bounded by anything cutcheck can see: no rule.
+* a savepoint's directory: the user's, needed for as long as anyone may restore it: no rule.
 * With entropy injection each data file sits under its own random prefix, so a prefix filter
   cannot select ``shared/`` or ``chk-`` data; a rule covers the whole bucket (or a tag): unsafe as
   soon as one shared file is referenced.
@@ -81,6 +82,7 @@ class Prefix:
     EXCLUSIVE = "chk"
     TASKOWNED = "taskowned"
     EVERYTHING = "everything"
+    SAVEPOINT = "savepoint"
 
 
 @dataclass(slots=True)
@@ -235,6 +237,11 @@ def _advice(listing: CheckpointListing, users: dict[str, list[str]], created: di
             out.append(RuleAdvice(f"{shown}/{TASKOWNED_DIR}/", Prefix.TASKOWNED, None, len(owned), None,
                                   "task-owned files live as long as the tasks that own them decide; nothing cutcheck "
                                   "reads bounds that", "leave taskowned/ without an expiration rule"))
+    for c in listing.checkpoints:
+        if c.kind == "savepoint":
+            out.append(RuleAdvice(listing.uri(c.path) + "/", Prefix.SAVEPOINT, None, len(users) and sum(
+                1 for f in users if inside(f, c.path)), None, "a savepoint is the user's: Flink never deletes it and "
+                "no age bounds how long it is needed", "delete a savepoint by hand once no job will restore it"))
     return out
 
 

@@ -242,3 +242,24 @@ def test_the_recommended_rule_replayed_over_simulated_days_deletes_nothing_refer
     assert _replay("chk", days - 1)[1] is not None
     assert _replay("shared", days)[1] is not None
     assert _replay("shared", 10)[1] is not None
+
+
+def test_a_savepoint_never_gets_a_rule(tmp_path: Path) -> None:
+    import random
+
+    from cutcheck.reference.storage.config import StorageConfig
+    from cutcheck.reference.storage.fs import FsCheckpointStorage
+    from cutcheck.reference.storage.lifecycle import lifecycle
+    from cutcheck.reference.storage.memory import CompletedCheckpoint
+    from tests.reference.test_storage_support import PARALLELISM, SIDS, initial_state, make_snapshot
+
+    fs = FsCheckpointStorage(StorageConfig(dir=str(tmp_path / "ck"), incremental=True, inline_threshold=0))
+    state, rng = initial_state(), random.Random(1)
+    for cp, kind in ((1, "checkpoint"), (2, "savepoint")):
+        fs.begin(cp, kind)
+        acks = {sid: make_snapshot(cp, sid, state, rng) for sid in SIDS}
+        for snap in acks.values():
+            fs.acknowledge(snap)
+        fs.complete(CompletedCheckpoint(cp, kind, 0, dict(PARALLELISM), acks, cp, cp + 1), 3)
+    rules = {r.kind: r for r in lifecycle(inspect(tmp_path / "ck")).rules}
+    assert rules["savepoint"].days is None and "the user's" in rules["savepoint"].why
