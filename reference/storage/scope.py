@@ -7,7 +7,8 @@ files to keep are those referenced by every ``_metadata`` under the base: a job 
 (or Flink's legacy) mode references the ``shared/`` files of the job it was restored from. So
 ``locate`` finds the base (the parent of a job directory; a job directory is one named like a
 Flink JobID, 32 hex digits, or holding ``chk-N``/``shared``/``taskowned`` next to a sibling that
-does), and ``context_metadata`` lists the ``_metadata`` of the sibling jobs and savepoints.
+does), and ``context_metadata`` lists every other ``_metadata`` under the base, at any depth (other
+jobs, savepoints). Which of the files found may be moved is reference.storage.guard's to say.
 
 Re-rooting (``reroot``): a directory that was moved or copied keeps ``_metadata`` whose absolute
 paths name the old location. Its own copies of those files are what the user sees under the
