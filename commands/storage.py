@@ -1,4 +1,5 @@
-"""Checkpoint directories: storage ls, storage orphans, storage restore-quarantine, storage purge."""
+"""Checkpoint directories: storage ls, orphans, quarantine-checkpoint, restore-quarantine, purge (lifecycle:
+commands.storage_lifecycle)."""
 
 from __future__ import annotations
 
@@ -57,12 +58,20 @@ def _reader(name: str) -> Callable[[str], Any]:
     return any_referenced_files
 
 
+_CONF_HELP = ("A Flink configuration file (config.yaml or flink-conf.yaml) whose s3.entropy.key and s3.entropy.length "
+              "apply to DIR (instead of --entropy-key / --entropy-length).")
+
+
 def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep: list[str] | None = None,
-                     min_age: float = 0.0, reader: str = "python", endpoint_url: str | None = None) -> Any:
+                     min_age: float = 0.0, reader: str = "python", endpoint_url: str | None = None,
+                     flink_conf: Path | None = None) -> Any:
     from cutcheck.model.errors import StorageError
+    from cutcheck.reference.storage.config import flink_entropy
     from cutcheck.reference.storage.inspection import inspect
     from cutcheck.reference.storage.store import open_store
 
+    if flink_conf is not None:
+        entropy_key, entropy_length = flink_entropy(flink_conf, entropy_key, entropy_length)
     store, path = open_store(directory, endpoint_url)
     if reader == "flink" and not store.is_local:
         raise StorageError(f"--reader flink reads local directories only, not {directory}; use the default "
@@ -98,16 +107,29 @@ def _status(c: Any) -> str:
     return "NOT RESTORABLE (" + ", ".join(parts) + ")"
 
 
-def _why_not(c: Any, name: Callable[[str], str], listing: Any) -> str:
-    """One line per checkpoint that cannot be restored: its first broken references and what that means."""
-    if c.missing:
-        first = ", ".join(c.missing[:3]) + (f" and {len(c.missing) - 3} more" if len(c.missing) > 3 else "")
-        return (f"{name(c.path)} is NOT RESTORABLE: {len(c.missing)} file(s) it references are missing, first {first} "
-                f"(a moved or copied directory whose _metadata names the old location, or deleted files)")
-    first = ", ".join(c.outside[:3]) + (f" and {len(c.outside) - 3} more" if len(c.outside) > 3 else "")
-    return (f"{name(c.path)} is NOT RESTORABLE from {listing.uri(listing.base)}: it references {first}, outside it (a moved or copied "
-            f"directory names the original's absolute paths; it restores only while those exist). Restore from the "
-            f"original, or name that directory with --keep-referenced-by if both are meant to stay")
+def _why_not(c: Any, name: Callable[[str], str], listing: Any, endpoint_url: str | None = None) -> str:
+    """One paragraph per checkpoint that cannot be restored: the missing files, the likely cause, the safe action."""
+    from cutcheck.reference.storage.diagnosis import describe, diagnose
+
+    return describe(diagnose(listing, c, endpoint_url=endpoint_url), name(c.path), listing.uri)
+
+
+def _held_back(listing: Any, name: Callable[[str], str], force: bool = False) -> list[str]:
+    """The lines on what is kept back besides referenced files: in progress, empty directories, foreign roots."""
+    lines = []
+    if listing.in_progress:
+        lines.append(f"{len(listing.in_progress)} unreferenced file(s) belong to a checkpoint that may be in progress "
+                     f"(a chk-N newer than its job's newest completed checkpoint, or written after it): "
+                     + ("moved, as --force asks" if force else "never moved without --force, whatever --min-age says")
+                     + f"; first {name(listing.in_progress[0])}")
+    if listing.empty_dirs:
+        lines.append(f"{len(listing.empty_dirs)} empty checkpoint directory(ies) older than their job's newest "
+                     f"checkpoint (left by a discard that was cut short), first {name(listing.empty_dirs[0])}: "
+                     f"'storage orphans --delete' removes them, 'storage restore-quarantine' makes them again")
+    for root, meta in sorted(listing.foreign.items()):
+        lines.append(f"{listing.uri(root)} is named like an entropy prefix but holds checkpoints of its own "
+                     f"({listing.uri(meta)}): another job's or environment's directory, never read for orphans")
+    return lines
 
 
 def _context_note(listing: Any) -> str:
@@ -120,14 +142,20 @@ def _context_note(listing: Any) -> str:
     return "; ".join(parts)
 
 
+_CONF = typer.Option(None, "--flink-conf", help=_CONF_HELP, exists=True, dir_okay=False)
+_EKEY = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any.")
+_ELEN = typer.Option(4, "--entropy-length", help="s3.entropy.length.")
+
+
 @storage_app.command("ls")
 @user_errors
 def storage_ls(
     directory: str = typer.Argument(..., help=_DIR_HELP),
     json_path: Path = typer.Option(None, "--json", help="Write the listing as JSON."),
     keep: list[str] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
-    entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
-    entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
+    entropy_key: str = _EKEY,
+    entropy_length: int = _ELEN,
+    flink_conf: Path = _CONF,
     reader: str = typer.Option("python", "--reader", help=_READER_HELP),
     endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
 ) -> None:
@@ -135,8 +163,10 @@ def storage_ls(
 
     A checkpoint is restorable when every file its _metadata names exists, at the path a restore
     reads (absolute as written, or relative to the _metadata), inside the checkpoint base or a
-    --keep-referenced-by directory. Exit 1 when one is not (the first missing files are named)."""
-    listing = _storage_listing(directory, entropy_key, entropy_length, keep, reader=reader, endpoint_url=endpoint_url)
+    --keep-referenced-by directory. Exit 1 when one is not: its missing files, the likely cause and
+    the command that sets it aside are named."""
+    listing = _storage_listing(directory, entropy_key, entropy_length, keep, reader=reader, endpoint_url=endpoint_url,
+                               flink_conf=flink_conf)
     jobs, name = _namer(listing)
     rows = [[name(c.path), _bytes(c.size), _bytes(c.new_size), f"{len(c.files['exclusive'])} / {len(c.files['shared'])}",
              _bytes(c.inlined_bytes), _status(c)] for c in listing.checkpoints]
@@ -149,17 +179,26 @@ def storage_ls(
                         [[name(f), _bytes(sz) if (sz := _file_size(listing, f)) is not None else "missing",
                           ", ".join(by_path[k] for k in keys)] for f, keys in listing.shared.items()]))
     for c in listing.not_restorable:
-        _say(_why_not(c, name, listing) + ".")
+        _say(_why_not(c, name, listing, endpoint_url) + ".")
     for u in listing.unreadable:  # the reader's sentence: which version or handle type it does not know
         _say(f"UNREADABLE, so not known to be restorable: {listing.why_unreadable.get(u, u)}")
+    for line in _held_back(listing, name):
+        _say(line + ".")
     note = _context_note(listing)
     _say(f"{len(listing.checkpoints)} checkpoint(s), {len(listing.shared)} shared file(s), "
          f"{len(listing.orphans)} orphan(s)" + (f" (cutcheck storage orphans {directory})" if listing.orphans else "")
+         + (f", {len(listing.in_progress)} in progress" if listing.in_progress else "")
          + (f", {len(listing.unreadable)} unreadable _metadata (so no orphans are named)" if listing.unreadable else "")
          + (f", {len(listing.not_restorable)} NOT RESTORABLE" if listing.not_restorable else "")
          + (f"; {note}" if note else ""))
-    write_json(json_path, listing.to_json())
+    write_json(json_path, listing.to_json() | {"diagnoses": _diagnoses(listing, endpoint_url)})
     raise typer.Exit(1 if listing.not_restorable or listing.unreadable else 0)
+
+
+def _diagnoses(listing: Any, endpoint_url: str | None) -> list[dict[str, Any]]:
+    from cutcheck.reference.storage.diagnosis import diagnose
+
+    return [diagnose(listing, c, endpoint_url=endpoint_url).to_json(listing.uri) for c in listing.not_restorable]
 
 
 @storage_app.command("orphans")
@@ -170,26 +209,32 @@ def storage_orphans(
     min_age: str = typer.Option("1h", "--min-age", help="Files modified more recently are never touched "
                                 "(a running job may be writing a checkpoint): 3600s, 60m, 1h, 0."),
     keep: list[str] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
-    force: bool = typer.Option(False, "--force", help="Delete even while a checkpoint here is not restorable."),
+    force: bool = typer.Option(False, "--force", help="Delete even while a checkpoint here is not restorable, and "
+                               "move files of checkpoints that look in progress too (the job is known to be stopped)."),
     json_path: Path = typer.Option(None, "--json", help="Write the orphans (and what was moved) as JSON."),
-    entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
-    entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
+    entropy_key: str = _EKEY,
+    entropy_length: int = _ELEN,
+    flink_conf: Path = _CONF,
     reader: str = typer.Option("python", "--reader", help=_READER_HELP),
     endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
 ) -> None:
     """Files under DIR that nothing references: leftovers of crashed or abandoned runs and of aborted
-    checkpoints. Kept: every file named by any _metadata under DIR, under the other jobs of its
-    checkpoint base and under --keep-referenced-by directories, task-owned files, and files younger
-    than --min-age. A dry run unless --delete, which moves the orphans into
+    checkpoints. Kept: every file named by any _metadata under DIR, under the rest of its checkpoint
+    base and under --keep-referenced-by directories, task-owned files, files younger than --min-age,
+    and files of a checkpoint that may be in progress (a chk-N newer than its job's newest completed
+    one, or anything written after that; only --force moves these). A dry run unless --delete, which
+    moves the orphans (and empty chk-N directories of discards cut short) into
     <base>/.cutcheck-quarantine/<time>-<pid>/ with a manifest (storage restore-quarantine undoes it,
-    storage purge empties it). --delete refuses while a checkpoint here is not restorable, unless --force."""
+    storage purge empties it). --delete refuses while a checkpoint here can never be restored, and
+    names the command that sets it aside (storage quarantine-checkpoint), unless --force."""
     from cutcheck.model.errors import StorageError
+    from cutcheck.reference.storage.diagnosis import diagnose
     from cutcheck.reference.storage.inspection import orphan_reason
     from cutcheck.reference.storage.quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
     listing = _storage_listing(directory, entropy_key, entropy_length, keep, age, reader=reader,
-                               endpoint_url=endpoint_url)
+                               endpoint_url=endpoint_url, flink_conf=flink_conf)
     if listing.unreadable:
         first = listing.unreadable[0]
         why = listing.why_unreadable.get(first, f"{listing.uri(first)}: unreadable checkpoint metadata").rstrip(".")
@@ -198,15 +243,20 @@ def storage_orphans(
     jobs, name = _namer(listing)
     broken = listing.not_restorable
     if delete and broken and not force:
+        actions = "; ".join(diagnose(listing, c, endpoint_url=endpoint_url).action for c in broken[:3])
         c = broken[0]
-        raise StorageError(f"{listing.uri(c.path)} is not restorable (it references "
-                           f"{listing.uri((c.missing or c.outside)[0])}, which "
-                           f"{'does not exist' if c.missing else 'lies outside ' + listing.uri(listing.base)}), so nothing is "
-                           f"deleted; run 'cutcheck storage ls {directory}', fix it or name its other directory with "
-                           f"--keep-referenced-by, or pass --force.")
-    sizes = {f: sz for f in listing.orphans if (sz := _file_size(listing, f)) is not None}
+        d = diagnose(listing, c, endpoint_url=endpoint_url)
+        raise StorageError(f"{len(broken)} checkpoint(s) here can never be restored (first {listing.uri(c.path)}: "
+                           f"{listing.uri((c.missing or c.outside)[0])} "
+                           f"{'is missing' if c.missing else 'lies outside ' + listing.uri(listing.base)}; likely "
+                           f"{d.cause.value}), so nothing is deleted; run 'cutcheck storage ls {directory}' for the "
+                           f"details, set each aside reversibly ({actions}"
+                           f"{'; …' if len(broken) > 3 else ''}) and run this again, or pass --force.")
+    candidates = [*listing.orphans, *(listing.in_progress if force else [])]
+    sizes = {f: sz for f in candidates if (sz := _file_size(listing, f)) is not None}
     reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
-    batch = quarantine(listing, reasons, min_age=age) if delete else None
+    reasons |= {f: "of a checkpoint that looked in progress (--force)" for f in listing.in_progress if force}
+    batch = quarantine(listing, reasons, min_age=age, dirs=listing.empty_dirs) if delete else None
     shown = [m.original for m in batch.files] if batch else listing.orphans
     _say(("moved to the quarantine" if delete else "orphans") + f" in {listing.uri(listing.root)}"
          + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
@@ -216,13 +266,16 @@ def storage_orphans(
         out.print(table(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],
                         [[name(f), _bytes(i.size) if (i := listing.store.stat(f)) else "gone",
                           f"{max(0, now - i.mtime):.0f} s" if i else ""] for f in listing.too_young]))
+    for line in _held_back(listing, name, force=force and delete):
+        _say(line + ".")
     for c in broken:
-        _say(("warning (--force): " if delete else "") + _why_not(c, name, listing) + ".")
+        _say(("warning (--force): " if delete else "") + _why_not(c, name, listing, endpoint_url) + ".")
     note = _context_note(listing)
     total = sum(sizes.get(f, 0) for f in shown)
     young = f"; {len(listing.too_young)} too young" if listing.too_young else ""
     if batch is not None:
-        _say(f"moved {len(shown)} file(s), {_bytes(total)}, to {listing.uri(batch.path)}{young}; "
+        dirs = f" and {len(batch.removed_dirs)} empty directory(ies)" if batch.removed_dirs else ""
+        _say(f"moved {len(shown)} file(s), {_bytes(total)},{dirs} to {listing.uri(batch.path)}{young}; "
              f"{len(listing.checkpoints)} checkpoint(s) untouched. Undo: cutcheck storage restore-quarantine "
              f"{listing.uri(listing.base)} {batch.name}"
              + (f" ({note})" if note else ""))
@@ -233,144 +286,23 @@ def storage_orphans(
     u = listing.uri
     write_json(json_path, {"root": u(listing.root), "base": u(listing.base), "orphans": [u(f) for f in listing.orphans],
                            "too_young": [u(f) for f in listing.too_young],
+                           "in_progress": [u(f) for f in listing.in_progress],
+                           "empty_dirs": [u(f) for f in listing.empty_dirs],
+                           "foreign": {u(r): u(m) for r, m in listing.foreign.items()},
                            "removed": [u(f) for f in shown] if delete else [],
                            "quarantine": _batch_json(batch, u) if batch else None,
                            "checkpoints": [c.key for c in listing.checkpoints],
-                           "not_restorable": [c.key for c in broken], "kept_rerooted": [u(f) for f in listing.rerooted]})
+                           "not_restorable": [c.key for c in broken], "diagnoses": _diagnoses(listing, endpoint_url),
+                           "kept_rerooted": [u(f) for f in listing.rerooted]})
 
 
 def _batch_json(batch: Any, uri: Callable[[str], str]) -> dict[str, Any]:
     data = batch.to_json()
     data["path"], data["base"] = uri(data["path"]), uri(data["base"])
+    data["removed_dirs"] = [uri(d) for d in data["removed_dirs"]]
     for m in data["files"]:
         m["original"] = uri(m["original"])
     return data
 
 
-@storage_app.command("restore-quarantine")
-@user_errors
-def storage_restore_quarantine(
-    base: str = typer.Argument(..., help=_BASE_HELP),
-    batch_name: str = typer.Argument(None, metavar="[BATCH]", help="The batch (a folder name); default: the newest."),
-    json_path: Path = typer.Option(None, "--json", help="Write what was put back as JSON."),
-    endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
-) -> None:
-    """Put a quarantined batch back where its files were. Refuses (nothing moved) when a file exists
-    again at an original path, or a quarantined file no longer has the sha256 (on an object store: the
-    ETag) it was moved with."""
-    from cutcheck.reference.storage.quarantine import restore_batch
-    from cutcheck.reference.storage.store import open_store
-
-    store, _ = open_store(base, endpoint_url)
-    batch = restore_batch(base, batch_name, endpoint_url=endpoint_url)
-    out.print(table(f"restored batch {batch.name}", ["file", "size"],
-                    [[store.uri(m.original), _bytes(m.size)] for m in batch.files]))
-    _say(f"restored {len(batch.files)} file(s), {_bytes(batch.size)}, quarantined {batch.created}")
-    write_json(json_path, _batch_json(batch, store.uri))
-
-
-@storage_app.command("purge")
-@user_errors
-def storage_purge(
-    base: str = typer.Argument(..., help=_BASE_HELP),
-    older_than: float = typer.Option(..., "--older-than", help="Days: batches quarantined longer ago than this."),
-    yes: bool = typer.Option(False, "--yes", help="Remove them for good (default: only list them)."),
-    json_path: Path = typer.Option(None, "--json", help="Write the batches (and whether they were removed) as JSON."),
-    endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
-) -> None:
-    """Empty the quarantine of batches older than --older-than days. A dry run unless --yes: this is
-    the only cutcheck command that removes checkpoint files for good."""
-    from cutcheck.reference.storage.quarantine import batches, purge
-    from cutcheck.reference.storage.store import open_store
-
-    store, _ = open_store(base, endpoint_url)
-    every = batches(base, endpoint_url=endpoint_url)
-    old = purge(base, older_than, yes=yes, endpoint_url=endpoint_url)
-    out.print(table("removed for good" if yes else f"batches older than {older_than:g} day(s)",
-                    ["batch", "quarantined", "files", "size"],
-                    [[b.name, b.created, len(b.files), _bytes(b.size)] for b in old]))
-    _say(f"{'removed' if yes else 'would remove'} {len(old)} of {len(every)} batch(es), "
-         f"{_bytes(sum(b.size for b in old))}" + ("" if yes or not old else " (--yes removes them for good)"))
-    write_json(json_path, {"base": str(base), "removed": yes, "batches": [_batch_json(b, store.uri) for b in old]})
-
-
-@storage_app.command("lifecycle")
-@user_errors
-def storage_lifecycle(
-    directory: str = typer.Argument(..., help=_DIR_HELP),
-    expire_days: int = typer.Option(None, "--expire-days",
-                                    help="A proposed lifecycle expiration rule on shared/, in days: which referenced "
-                                    "files it would delete today and which checkpoints that breaks."),
-    json_path: Path = typer.Option(None, "--json", help="Write the report as JSON."),
-    keep: list[str] = typer.Option(None, "--keep-referenced-by", help=_KEEP_HELP),
-    entropy_key: str = typer.Option("_entropy_", "--entropy-key", help="Entropy marker (s3.entropy.key) in DIR, if any."),
-    entropy_length: int = typer.Option(4, "--entropy-length", help="s3.entropy.length."),
-    reader: str = typer.Option("python", "--reader", help=_READER_HELP),
-    endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
-) -> None:
-    """Can a lifecycle rule expire old files under shared/? Per retained checkpoint the age of the oldest
-    file it references; the smallest expiration (days) a rule on shared/ could use today without deleting a
-    referenced file; with --expire-days N, the referenced files such a rule deletes (S3: creation plus N days,
-    rounded up to midnight UTC) and the checkpoints it breaks (exit 1 then); and objects per prefix, as stored
-    and without entropy injection (S3 scales about 3,500 writes and 5,500 reads per second per prefix)."""
-    from cutcheck.model.errors import StorageError
-    from cutcheck.reference.storage.lifecycle import READS_PER_PREFIX, WRITES_PER_PREFIX, lifecycle
-
-    if expire_days is not None and expire_days < 0:
-        raise StorageError(f"--expire-days {expire_days} is not a number of days; give 0 or more (a lifecycle "
-                           f"rule's Expiration Days).")
-    listing = _storage_listing(directory, entropy_key, entropy_length, keep, reader=reader, endpoint_url=endpoint_url)
-    report = lifecycle(listing, expire_days)
-    jobs, name = _namer(listing)
-    label = {c.key: name(c.path) for c in listing.checkpoints}
-    _say(f"lifecycle of {report.root}" + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
-    out.print(table("", ["checkpoint", "kind", "files", "shared", "oldest file (days)", "oldest shared (days)"]
-                    + (["deleted by the rule"] if expire_days is not None else []),
-                    [[label.get(c.key, c.key), c.kind, c.files, c.shared_files, _days(c.oldest_age_days), _days(c.oldest_shared_age_days)]
-                     + ([len(c.broken_by_rule) or ""] if expire_days is not None else []) for c in report.checkpoints]))
-    for title, part in (("as stored", report.stored), ("without entropy injection", report.without_entropy)):
-        _say(f"objects per prefix, {title}: {part.prefixes} prefix(es), at most {part.max_objects} object(s) in one")
-        out.print(table("", ["prefix", "objects"], [[_prefix(p.prefix, name), p.objects] for p in part.top[:10]]))
-    busiest = report.stored.max_objects
-    _say(f"request rate: S3 serves about {WRITES_PER_PREFIX} writes and {READS_PER_PREFIX} reads per second per "
-         f"prefix; the busiest prefix here holds {busiest} object(s), so reading all of it takes at least "
-         f"{busiest / READS_PER_PREFIX:.2g} s" + (
-             f"; with entropy injection the objects spread over {report.stored.prefixes} prefixes instead of "
-             f"{report.without_entropy.prefixes}" if report.entropy else
-             "; no entropy injection here: every shared file of a job shares one prefix (s3.entropy.key spreads them)"))
-    if report.safe_days is None:
-        _say("no retained checkpoint references a file under shared/, so a rule on shared/ deletes nothing needed "
-             "today" + (f" (a rule on every file needs more than {report.safe_days_all - 1} day(s))"
-                        if report.safe_days_all else ""))
-    else:
-        _say(f"a lifecycle rule on shared/ needs at least {report.safe_days} day(s) as of now: with fewer, the oldest "
-             f"shared file a retained checkpoint references, {_prefix(report.oldest_shared, name).rstrip('/')}, would already have expired. That file keeps "
-             f"aging while checkpoints use it (an N-day rule is safe only while no retained checkpoint references a "
-             f"file older than N days), so re-run this before relying on a rule; deleting exactly what 'cutcheck "
-             f"storage orphans' names is always safe")
-    if report.entropy:
-        _say("with entropy injection a lifecycle rule's prefix filter cannot single out shared/ (every data file starts "
-             f"with its own random prefix): such a rule covers the whole bucket or selects by tag, so it needs at least "
-             f"{report.safe_days_all} day(s), the age of the oldest file any retained checkpoint references")
-    if expire_days is not None:
-        if report.deleted_referenced:
-            show = [[_prefix(e.path, name).rstrip("/"), f"{e.age_days:.1f}", ", ".join(label.get(k, k) for k in e.checkpoints)]
-                    for e in report.expired[:50]]
-            out.print(table(f"referenced files a {expire_days}-day rule deletes", ["file", "age (days)", "needed by"], show))
-            _say(f"a {expire_days}-day rule on shared/ would delete {len(report.deleted_referenced)} referenced file(s)"
-                 + (" (the first 50 above; --json has all)" if len(report.expired) > 50 else "")
-                 + f" and break {len(report.broken)} checkpoint(s): {', '.join(label.get(k, k) for k in report.broken)}; "
-                 f"it would also delete {report.deleted_unreferenced} unreferenced shared file(s)")
-        else:
-            _say(f"a {expire_days}-day rule on shared/ deletes no referenced file today "
-                 f"({report.deleted_unreferenced} unreferenced shared file(s) would go)")
-    write_json(json_path, report.to_json())
-    raise typer.Exit(1 if report.broken else 0)
-
-
-def _prefix(prefix: str, name: Callable[[str], str]) -> str:
-    return prefix if "://" in prefix else name(prefix.rstrip("/")) + "/"
-
-
-def _days(value: float | None) -> str:
-    return "" if value is None else f"{value:.1f}"
+from cutcheck.commands import storage_lifecycle, storage_quarantine  # noqa: E402,F401 (register their commands)

@@ -11,11 +11,13 @@ is the marker replaced in data-file paths (facts §5.6), off by default.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
-from cutcheck.model.errors import ScenarioError
+from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.kinds import RestoreMode, values
 from cutcheck.model.sections import Field, Section
 
@@ -115,3 +117,34 @@ def resubmit_section(raw: Any, where: str = "scenario", *, storage: bool = True,
         raise ScenarioError(f"{where}: resubmit needs on-disk checkpoints; add a storage section (with a dir, or run "
                             "with --checkpoint-dir).")
     return Resubmit(ResubmitFrom(sec["from"]), RestoreMode(sec["mode"]))
+
+
+def flink_entropy(path: os.PathLike[str] | str, key: str | None, length: int) -> tuple[str | None, int]:
+    """``s3.entropy.key`` and ``s3.entropy.length`` from a Flink configuration file (flat ``flink-conf.yaml``
+    lines ``a.b.c: v`` or the nested ``config.yaml`` of Flink 2.x); ``key``/``length`` where it sets none.
+    A file that sets no entropy key means none: data files then live under the path given only."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise StorageError(f"--flink-conf {path}: cannot be read ({type(exc).__name__}); give Flink's config.yaml or "
+                           f"flink-conf.yaml.") from None
+    found: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []  # (indent, key) of the enclosing mappings
+    for raw in lines:
+        text = raw.split(" #", 1)[0].rstrip()
+        if not text.strip() or text.lstrip().startswith(("#", "-")) or ":" not in text:
+            continue
+        indent = len(text) - len(text.lstrip())
+        name, _, value = text.strip().partition(":")
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        full = ".".join([*(k for _, k in stack), name.strip()])
+        if value.strip():
+            found[full] = value.strip().strip("'\"")
+        else:
+            stack.append((indent, name.strip()))
+    raw_length = found.get("s3.entropy.length", str(length))
+    if not raw_length.isdigit() or int(raw_length) < 1:
+        raise StorageError(f"--flink-conf {path}: s3.entropy.length {raw_length!r} is not a positive integer; fix it "
+                           f"in the file.")
+    return found.get("s3.entropy.key") or None, int(raw_length)

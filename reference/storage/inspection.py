@@ -17,6 +17,7 @@ checkpoints (``_metadata`` read through PyFlink's Java gateway) can produce the 
       shared:     {shared file: [keys of the checkpoints that reference it]}
       orphans:    files under root (and the entropy roots) nothing keeps, older than min_age
       too_young:  files nothing keeps but modified less than min_age ago (never orphans)
+      in_progress, empty_dirs, foreign: what reference.storage.guard holds back (never orphans)
       taskowned:  files in taskowned/ (owned by tasks, never called orphans)
       unreadable: _metadata files no reader understood (then nothing is called an orphan)
       base:       the checkpoint base above root (reference.storage.scope.locate)
@@ -71,14 +72,11 @@ from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import (
-    CHK_PREFIX,
     METADATA,
-    METADATA_TMP,
-    SAVEPOINT_PREFIX,
-    SHARED_DIR,
     TASKOWNED_DIR,
     remove_marker,
 )
+from cutcheck.reference.storage.guard import DataScope, empty_checkpoint_dirs, orphan_reason
 from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
 from cutcheck.reference.storage.scope import (
     context_metadata,
@@ -127,12 +125,23 @@ class CheckpointListing:
     scope: list[str] = field(default_factory=list)  # where a restorable checkpoint's files may be
     data_roots: list[str] = field(default_factory=list)  # where orphans may be (the root, entropy roots)
     why_unreadable: dict[str, str] = field(default_factory=dict)  # unreadable _metadata -> the reader's sentence
+    in_progress: list[str] = field(default_factory=list)  # unreferenced, but of a checkpoint that may be running
+    empty_dirs: list[str] = field(default_factory=list)  # empty chk-N older than their job's newest checkpoint
+    foreign: dict[str, str] = field(default_factory=dict)  # entropy-shaped roots not taken: root -> its _metadata
+    context_files: dict[str, list[str]] = field(default_factory=dict)  # other _metadata's directory -> its files
     store: Store = field(default=LOCAL, repr=False, compare=False)  # where the paths live (internal paths)
     infos: dict[str, FileInfo] = field(default_factory=dict, repr=False, compare=False)  # every file listed
 
     @property
     def referenced(self) -> set[str]:
         return {f for c in self.checkpoints for fs in c.files.values() for f in fs}
+
+    @property
+    def kept(self) -> set[str]:
+        """The one keep-set: every file any _metadata read references (this directory's checkpoints,
+        the other jobs under the base, --keep-referenced-by), and the re-rooted and task-owned files."""
+        return {*self.referenced, *(f for fs in self.context_files.values() for f in fs), *self.rerooted,
+                *self.taskowned}
 
     @property
     def not_restorable(self) -> list[CheckpointInfo]:
@@ -143,7 +152,8 @@ class CheckpointListing:
         return self.store.uri(path)
 
     def to_json(self) -> dict[str, Any]:
-        data = {name: copy.deepcopy(getattr(self, name)) for name in self.__dataclass_fields__ if name not in ("store", "infos")}
+        data = {name: copy.deepcopy(getattr(self, name)) for name in self.__dataclass_fields__
+                if name not in ("store", "infos", "context_files")}
         data["checkpoints"] = [asdict(c) | {"restorable": c.restorable} for c in self.checkpoints]
         return data if self.store.is_local else _uris(data, self.store)
 
@@ -262,22 +272,30 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         start = str(root)
     if store.is_local:
         start = os.fspath(start)
+    start = start.rstrip("/") or "/"  # "ckpts/" and "ckpts" are one directory
     meta_root, data_roots, infos = _gather(store, start, entropy, entropy_length)
     if not store.isdir(meta_root):
         raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
                            f"job directory or a chk-N directory.")
     target = locate(meta_root, store)
+    meta_mtime = {i.path: i.mtime for i in infos if os.path.basename(i.path) == METADATA and inside(i.path, meta_root)}
+    metas = list(meta_mtime)
+    require_metadata(target, metas, store)
+    # Policy (reference.storage.guard): of the entropy-shaped roots, only those without _metadata of
+    # their own, and of them only the files at checkpoint paths of this storage's jobs.
+    lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
+    data_scope = DataScope.build(meta_root, data_roots, (i.path for i in infos), metas, meta_mtime)
+    infos = [i for i in infos if data_scope.accepts(i.path)]
+    data_roots = data_scope.roots
     files = [i.path for i in infos]
     info_of = {i.path: i for i in infos}
-    metas = [f for f in files if os.path.basename(f) == METADATA and inside(f, meta_root)]
-    require_metadata(target, metas, store)
-    lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
     keep_dirs = [_keep_path(store, str(k)) for k in keep]
     scope = sorted({*lifted, *keep_dirs})
     scope_set = set(scope)
     others = [*context_metadata(target, store), *(m for k in keep_dirs for m in keep_metadata(k, store))]
     read_refs = _store_reader(store, reader)
     checkpoints: list[CheckpointInfo] = []
+    context_files: dict[str, list[str]] = {}
     unreadable: list[str] = []
     why_unreadable: dict[str, str] = {}
     kept: set[str] = {*metas, *others}
@@ -297,6 +315,7 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         kept.update(every)
         candidates |= reroot(every, directory, [*anchors, os.path.dirname(directory)], present)
         if meta not in metas:
+            context_files[directory] = every
             continue
         sizes = {p: _size(store, p, info_of) for p in every}
         missing = sorted(p for p, sz in sizes.items() if sz is None)
@@ -315,15 +334,23 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     taskowned = [f for f in files if TASKOWNED_DIR in f.split(os.sep)[:-1]]
     orphans: list[str] = []
     young: list[str] = []
+    running: list[str] = []
     if not unreadable:  # an unreadable _metadata may reference anything: then nothing is an orphan
         skip = kept | set(rerooted) | set(taskowned)
         limit = (time.time() if now is None else now) - min_age
+        newest = max((info_of[m].mtime for m in metas), default=0.0)
         for f in files:
-            if f not in skip:
-                (young if min_age > 0 and _mtime(store, f, info_of) > limit else orphans).append(f)
+            if f in skip:
+                continue
+            t = _mtime(store, f, info_of)
+            if data_scope.in_progress(f, t, newest):
+                running.append(f)  # never an orphan without --force, whatever min_age says
+            else:
+                (young if min_age > 0 and t > limit else orphans).append(f)
     return CheckpointListing(meta_root, checkpoints, dict(sorted(shared.items())), orphans, taskowned, unreadable,
-                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable, store,
-                             info_of)
+                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable,
+                             running, empty_checkpoint_dirs(store, data_scope), dict(data_scope.refused),
+                             context_files, store, info_of)
 
 
 def _size(store: Store, path: str, known: dict[str, FileInfo]) -> int | None:
@@ -344,21 +371,6 @@ def _new_sizes(checkpoints: list[CheckpointInfo], store: Store, known: dict[str,
         c.new_size = (_size(store, os.path.join(c.path, METADATA), known) or 0) + sum(
             _size(store, f, known) or 0 for f in mine - known_files)
         known_files |= mine
-
-
-def orphan_reason(listing: CheckpointListing, path: str) -> str:
-    """Why a file is an orphan, in a few words (for people deciding whether to delete it)."""
-    parent = os.path.dirname(path)
-    name, folder = os.path.basename(path), os.path.basename(parent)
-    if name == METADATA_TMP:
-        return "metadata of a checkpoint that never completed"
-    if folder.startswith((CHK_PREFIX, SAVEPOINT_PREFIX)):
-        if any(c.path == parent for c in listing.checkpoints):
-            return f"in {folder}, whose _metadata does not reference it"
-        return f"in {folder}, which has no _metadata (never completed, or discarded)"
-    if folder == SHARED_DIR:
-        return "shared file no checkpoint references"
-    return "not part of any checkpoint"
 
 
 def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[str]:

@@ -26,6 +26,7 @@ import hashlib
 import json
 import os
 import shutil
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -105,20 +106,32 @@ def _write_manifest(batch: Batch) -> None:
 
 
 def _move(src: str, dst: str) -> None:
-    """Move without ever overwriting ``dst``: a hard link then unlink, else copy (exclusive), check, remove."""
+    """Move without ever overwriting ``dst``: a hard link then unlink, else copy (exclusive), check, remove.
+
+    FileNotFoundError when ``src`` is gone, with nothing left at ``dst``: a concurrent --delete that
+    moved the same file first wins, and this one keeps no second copy of it."""
     os.makedirs(os.path.dirname(dst), exist_ok=True)
     try:
-        os.link(src, dst)
+        os.link(src, dst, follow_symlinks=False)
     except OSError as exc:
         if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
             raise
-        with open(src, "rb") as fin, open(dst, "xb") as fout:
-            shutil.copyfileobj(fin, fout)
-        shutil.copystat(src, dst)
+        try:
+            with open(src, "rb") as fin, open(dst, "xb") as fout:
+                shutil.copyfileobj(fin, fout)
+            shutil.copystat(src, dst)
+        except FileNotFoundError:
+            if os.path.exists(dst) and not os.path.exists(src):
+                os.remove(dst)
+            raise
         if os.path.getsize(dst) != os.path.getsize(src):
             os.remove(dst)
             raise StorageError(f"{src}: the copy to {dst} came out short; nothing was removed.") from None
-    os.remove(src)
+    try:
+        os.remove(src)
+    except FileNotFoundError:
+        os.remove(dst)  # another run unlinked it between our link and our unlink: its batch holds it
+        raise
 
 
 def _anchor(listing: CheckpointListing) -> str:
@@ -126,43 +139,38 @@ def _anchor(listing: CheckpointListing) -> str:
 
 
 def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: float = 0.0,
-               now: float | None = None) -> Batch:
-    """Move the listing's orphans into a new batch; return it (its files are what moved)."""
+               now: float | None = None, keep: set[str] | None = None, metadata: bool = False,
+               dirs: list[str] | None = None) -> Batch:
+    """Move the files ``reasons`` names (path -> why) into a new batch; return it (its files are what moved).
+
+    Checked again here, whatever the caller passed: nothing in ``keep`` (default: the listing's one
+    keep-set), no ``_metadata`` unless ``metadata`` (a whole checkpoint set aside), nothing outside the
+    listing's data roots, nothing modified less than ``min_age`` ago. ``dirs``: empty checkpoint
+    directories to remove too (recorded, put back by a restore)."""
     if listing.unreadable:
         raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
                            f"any file, so no file is moved. Remove or fix it first.")
+    keep = listing.kept if keep is None else keep
+    todo = sorted((f for f in reasons if f not in keep and (metadata or os.path.basename(f) != METADATA)
+                   and any(inside(f, r) for r in listing.data_roots)),
+                  key=lambda f: (os.path.basename(f) != METADATA, f))  # a checkpoint's _metadata goes first
     if not listing.store.is_local:
         from cutcheck.reference.storage import quarantine_store as storage_quarantine_store
 
-        return storage_quarantine_store.quarantine(listing, reasons, min_age=min_age, now=now)
-    keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
+        return storage_quarantine_store.quarantine(listing, {f: reasons[f] for f in todo}, min_age=min_age, now=now)
     anchor = _anchor(listing)
     started = time.time() if now is None else now
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
-    root = os.path.join(listing.base, QUARANTINE_DIR)
-    os.makedirs(root, exist_ok=True)
-    path, n = os.path.join(root, f"{stamp}-{os.getpid()}"), 1
-    while True:
-        try:
-            os.mkdir(path)
-            break
-        except FileExistsError:
-            n += 1
-            path = os.path.join(root, f"{stamp}-{os.getpid()}-{n}")
+    path = _new_batch(listing.base, started)
     batch = Batch(path, listing.base, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), started)
     plan: list[Moved] = []
-    for f in listing.orphans:
-        # The listing is the caller's: check again rather than trust it.
-        if f in keep or os.path.basename(f) == METADATA or not any(inside(f, r) for r in listing.data_roots):
-            continue
+    for f in todo:
         try:
-            st = os.stat(f)
+            st = os.lstat(f)
         except OSError:
             continue
-        if min_age > 0 and st.st_mtime > time.time() - min_age:
-            continue  # written to since it was listed
-        plan.append(Moved(f, os.path.relpath(f, anchor), st.st_size, _sha256(f), st.st_mtime,
-                          reasons.get(f, "orphan")))
+        if not stat.S_ISREG(st.st_mode) or (min_age > 0 and st.st_mtime > time.time() - min_age):
+            continue  # a link or no file at all; or written to since it was listed
+        plan.append(Moved(f, os.path.relpath(f, anchor), st.st_size, _sha256(f), st.st_mtime, reasons.get(f, "orphan")))
     batch.files = plan
     _write_manifest(batch)  # before the first move: an interrupted run can still be put back
     moved: list[Moved] = []
@@ -179,14 +187,29 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
             stored = os.path.join(path, FILES, m.stored)
             if os.path.exists(stored) and os.path.exists(m.original) and os.path.samefile(stored, m.original):
                 os.remove(stored)
-        parents = sorted({os.path.dirname(m.original) for m in moved}, key=lambda d: -d.count(os.sep))
-        for d in parents:  # only checkpoint directories cutcheck itself emptied
-            if is_checkpoint_dir_name(os.path.basename(d)) and os.path.isdir(d) and not os.listdir(d):
+        emptied = sorted({os.path.dirname(m.original) for m in moved} | set(dirs or ()), key=lambda d: -d.count(os.sep))
+        for d in emptied:  # only checkpoint directories, and only when empty
+            if is_checkpoint_dir_name(os.path.basename(d)) and os.path.isdir(d) and not os.path.islink(d) \
+                    and not os.listdir(d):
                 os.rmdir(d)
                 batch.removed_dirs.append(d)
         batch.complete = True
         _write_manifest(batch)
     return batch
+
+
+def _new_batch(base: str, started: float) -> str:
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime(started))
+    root = os.path.join(base, QUARANTINE_DIR)
+    os.makedirs(root, exist_ok=True)
+    path, n = os.path.join(root, f"{stamp}-{os.getpid()}"), 1
+    while True:
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            n += 1
+            path = os.path.join(root, f"{stamp}-{os.getpid()}-{n}")
 
 
 # ---------------------------------------------------------------------------- reading batches back
@@ -257,7 +280,22 @@ def pick_batch(every: list[Batch], base: str, name: str | None) -> Batch:
     return match[0]
 
 
-def restore_batch(base: str, name: str | None = None, endpoint_url: str | None = None) -> Batch:
+@dataclass(slots=True)
+class Restored:
+    """What a restore did: exactly the files it put back, and those it found already in place."""
+
+    batch: Batch
+    restored: list[Moved] = field(default_factory=list)
+    in_place: list[Moved] = field(default_factory=list)  # never moved (an interrupted or losing run), or back already
+    absent: list[Moved] = field(default_factory=list)  # planned, never moved, and gone from its place since
+    dirs: list[str] = field(default_factory=list)  # empty checkpoint directories made again
+
+    @property
+    def size(self) -> int:
+        return sum(m.size for m in self.restored)
+
+
+def restore_batch(base: str, name: str | None = None, endpoint_url: str | None = None) -> Restored:
     """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
     remote = _remote(base, endpoint_url)
     if remote:
@@ -266,23 +304,38 @@ def restore_batch(base: str, name: str | None = None, endpoint_url: str | None =
         return storage_quarantine_store.restore_batch(*remote, name)
     base = local_form(base) or base
     batch = pick_batch(batches(base), base, name)
-    todo = []
+    result = Restored(batch)
+    todo: list[tuple[Moved, str]] = []
+    stray: list[str] = []
     for m in batch.files:
         stored = os.path.join(batch.path, FILES, m.stored)
         if not os.path.isfile(stored):
-            continue  # never moved (an interrupted run), or already back
+            (result.in_place if os.path.isfile(m.original) else result.absent).append(m)
+            continue  # never moved (an interrupted or losing run), or already back
         if os.path.exists(m.original) and os.path.samefile(stored, m.original):
-            os.remove(stored)  # an interrupted restore had linked it back already
+            stray.append(stored)  # an interrupted move or restore had both names: the original stays
+            result.in_place.append(m)
             continue
         if os.path.lexists(m.original):
+            if os.path.isfile(m.original) and _sha256(m.original) == m.sha256:
+                stray.append(stored)  # a copy made before the run was interrupted; the original never went
+                result.in_place.append(m)
+                continue
             raise StorageError(f"{m.original} exists again, so restoring batch {batch.name} would overwrite it; move "
                                f"that file aside first (nothing was restored).")
         if _sha256(stored) != m.sha256:
             raise StorageError(f"{stored} no longer holds what was quarantined (sha256 differs); restore it by hand "
                                f"if you trust it (nothing was restored).")
-        todo.append((stored, m.original))
-    for stored, original in todo:
-        _move(stored, original)
+        todo.append((m, stored))
+    for d in batch.removed_dirs:
+        if not os.path.isdir(d):
+            os.makedirs(d)
+            result.dirs.append(d)
+    for m, stored in sorted(todo, key=lambda t: (os.path.basename(t[0].original) == METADATA, t[0].original)):
+        _move(stored, m.original)  # a checkpoint's _metadata last, as Flink writes it
+        result.restored.append(m)
+    for leftover in stray:
+        os.remove(leftover)
     files = os.path.join(batch.path, FILES)
     for d, _, _ in sorted(os.walk(files), key=lambda t: -t[0].count(os.sep)):
         if not os.listdir(d):
@@ -296,7 +349,7 @@ def restore_batch(base: str, name: str | None = None, endpoint_url: str | None =
     root = os.path.dirname(batch.path)
     if os.path.isdir(root) and not os.listdir(root):
         os.rmdir(root)
-    return batch
+    return result
 
 
 def purge(base: str, older_than_days: float, *, yes: bool, now: float | None = None,

@@ -28,12 +28,13 @@ from cutcheck.reference.storage.quarantine import (
     MANIFEST,
     Batch,
     Moved,
+    Restored,
     _anchor,
     load_batch_json,
     pick_batch,
 )
 from cutcheck.reference.storage.scope import QUARANTINE_DIR
-from cutcheck.reference.storage.store import FileInfo, Store, within
+from cutcheck.reference.storage.store import FileInfo, Store
 
 if TYPE_CHECKING:
     from cutcheck.reference.storage.inspection import CheckpointListing
@@ -72,14 +73,11 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
     """storage_quarantine.quarantine on an object store (the listing's store)."""
 
     store = listing.store
-    keep = listing.referenced | set(listing.rerooted) | set(listing.taskowned)
-    roots = set(listing.data_roots)
     anchor = _anchor(listing)
     started = time.time() if now is None else now
     path = _new_batch_path(store, listing.base, started)
     batch = Batch(path, listing.base, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), started)
-    # The listing is the caller's: check again rather than trust it.
-    todo = [f for f in listing.orphans if f not in keep and os.path.basename(f) != METADATA and within(f, roots)]
+    todo = list(reasons)  # checked by storage_quarantine.quarantine (keep-set, _metadata, data roots)
     fresh: list[FileInfo | None] = _parallel(lambda f: store.stat(f, fresh=True), todo)
     limit = time.time() - min_age
     plan = [Moved(i.path, os.path.relpath(i.path, anchor), i.size, "", i.mtime, reasons.get(i.path, "orphan"))
@@ -104,8 +102,12 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
         for i in range(0, len(copied), 1000):
             deleted.update(store.delete([m.original for m in copied[i:i + 1000]]))
     finally:
-        batch.files = [m for m in copied if m.original in deleted]
-        undo = [os.path.join(path, FILES, m.stored) for m in copied if m.original not in deleted]
+        # A delete request cut short may have removed originals it never reported: look each one up
+        # again rather than drop a copy that is now the only one.
+        unsure = [m for m in copied if m.original not in deleted]
+        there = _parallel(lambda m: store.stat(m.original, fresh=True) is not None, unsure)
+        batch.files = [m for m in copied if m.original in deleted] + [m for m, t in zip(unsure, there, strict=True) if not t]
+        undo = [os.path.join(path, FILES, m.stored) for m, t in zip(unsure, there, strict=True) if t]
         if undo:  # copied but the original was not deleted: the original stays, the copy goes
             store.delete(undo)
         batch.complete = True
@@ -128,34 +130,42 @@ def batches(store: Store, base: str) -> list[Batch]:
     return sorted(found, key=lambda b: (b.created_unix, b.name))
 
 
-def restore_batch(store: Store, base: str, name: str | None = None) -> Batch:
+def restore_batch(store: Store, base: str, name: str | None = None) -> Restored:
     """storage_quarantine.restore_batch on an object store: copy back, check, delete the stored copies."""
 
     batch = pick_batch(batches(store, base), store.uri(base), name)
+    result = Restored(batch)
     stored_infos = {i.path: i for i in store.files(os.path.join(batch.path, FILES))}
-    todo: list[tuple[str, str]] = []
+    todo: list[tuple[Moved, str]] = []
     back: list[str] = []
     for m in batch.files:
         stored = os.path.join(batch.path, FILES, m.stored)
         info = stored_infos.get(stored)
-        if info is None:
-            continue  # never moved (an interrupted run), or already back
+        if info is None:  # never moved (an interrupted or losing run), or already back
+            (result.in_place if store.stat(m.original, fresh=True) is not None else result.absent).append(m)
+            continue
         if m.etag and info.etag != m.etag:
             raise StorageError(f"{store.uri(stored)} no longer holds what was quarantined (its ETag differs); restore "
                                f"it by hand if you trust it (nothing was restored).")
         there = store.stat(m.original, fresh=True)
         if there is not None:
             if there.size == info.size and _same(store, there, info):
-                back.append(stored)  # an interrupted restore had copied it back already
+                back.append(stored)  # the original never went (an interrupted or concurrent run), or is back already
+                result.in_place.append(m)
                 continue
             raise StorageError(f"{store.uri(m.original)} exists again, so restoring batch {batch.name} would overwrite "
                                f"it; move that object aside first (nothing was restored).")
-        todo.append((stored, m.original))
-    _parallel(lambda pair: store.copy(*pair), todo)
-    store.delete(back + [stored for stored, _ in todo])
+        todo.append((m, stored))
+    todo.sort(key=lambda t: (os.path.basename(t[0].original) == METADATA, t[0].original))
+    _parallel(lambda pair: store.copy(pair[1], pair[0].original), [t for t in todo if os.path.basename(t[0].original) != METADATA])
+    for m, stored in todo:  # a checkpoint's _metadata last, as Flink writes it
+        if os.path.basename(m.original) == METADATA:
+            store.copy(stored, m.original)
+    result.restored = [m for m, _ in todo]
+    store.delete(back + [stored for _, stored in todo])
     if not store.files(os.path.join(batch.path, FILES)):  # all back: the batch goes
         store.delete([os.path.join(batch.path, MANIFEST)])
-    return batch
+    return result
 
 
 def _same(store: Store, a: FileInfo, b: FileInfo) -> bool:

@@ -7,7 +7,8 @@ files to keep are those referenced by every ``_metadata`` under the base: a job 
 (or Flink's legacy) mode references the ``shared/`` files of the job it was restored from. So
 ``locate`` finds the base (the parent of a job directory; a job directory is one named like a
 Flink JobID, 32 hex digits, or holding ``chk-N``/``shared``/``taskowned`` next to a sibling that
-does), and ``context_metadata`` lists the ``_metadata`` of the sibling jobs and savepoints.
+does), and ``context_metadata`` lists every other ``_metadata`` under the base, at any depth (other
+jobs, savepoints). Which of the files found may be moved is reference.storage.guard's to say.
 
 Re-rooting (``reroot``): a directory that was moved or copied keeps ``_metadata`` whose absolute
 paths name the old location. Its own copies of those files are what the user sees under the
@@ -101,22 +102,21 @@ def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> Non
 
 
 def context_metadata(target: Target, fs: Store = LOCAL) -> list[str]:
-    """The ``_metadata`` of the other jobs and savepoints under the base, outside the directory given."""
+    """Every ``_metadata`` under the base outside the directory given, at any depth: another job's
+    checkpoint (restored in claim mode from this one) or a savepoint may reference files here, wherever
+    under the base it lies. cutcheck's quarantine is never read."""
     if target.base == target.path:
         return []
-    found: list[str] = []
-    for name in sorted(fs.listdir(target.base)):
-        top = os.path.join(target.base, name)
-        if name == QUARANTINE_DIR or not fs.isdir(top):
-            continue
-        children = fs.listdir(top)
-        for directory in [top, *(os.path.join(top, n) for n in sorted(children))]:
-            meta = os.path.join(directory, METADATA)
-            if directory == top and METADATA not in children:
-                continue
-            if fs.isfile(meta) and not inside(fs.realpath(directory), target.path):
-                found.append(fs.realpath(meta))
-    return found
+    if fs.is_local:
+        found = []
+        for d, dirs, names in os.walk(target.base):
+            dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR and not inside(os.path.join(d, n), target.path))
+            if METADATA in names and os.path.isfile(os.path.join(d, METADATA)):
+                found.append(fs.realpath(os.path.join(d, METADATA)))
+        return sorted(m for m in found if not inside(m, target.path))
+    quarantine = os.path.join(target.base, QUARANTINE_DIR)
+    return sorted(fs.realpath(f.path) for f in fs.files(target.base) if os.path.basename(f.path) == METADATA
+                  and not inside(f.path, target.path) and not inside(f.path, quarantine))
 
 
 def keep_metadata(directory: str, fs: Store = LOCAL) -> list[str]:

@@ -98,7 +98,7 @@ def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None
     assert ls_copy.exit_code == 1 and "NOT RESTORABLE" in ls_copy.stdout and "│ ok" not in ls_copy.stdout, ls_copy.output
     copy_before = tree(moved)
     refused = CliRunner().invoke(app, ["storage", "orphans", str(moved), "--delete", "--min-age", "0"])
-    assert refused.exit_code == 2 and "not restorable" in refused.stderr and tree(moved) == copy_before
+    assert refused.exit_code == 2 and "can never be restored" in refused.stderr and tree(moved) == copy_before
 
     # The storage CLI reads the same directory through this reader: same checkpoints, same orphans.
     ls = CliRunner().invoke(app, ["storage", "ls", str(ck), "--json", str(tmp_path / "ls.json")])
@@ -161,11 +161,13 @@ def test_orphans_delete_then_every_retained_checkpoint_restores_on_hashmap(tmp_p
                       fail_after=3, restart=False, job_id=JOB)
     first = runner.run(GRAPH, tmp_path / "first", opts)
     assert [j.stats.state for j in first.jobs] == ["FAILED"]
-    planted = [ck / JOB / "shared" / "left-behind", ck / JOB / "chk-999" / "aborted-state",
-               ck / JOB / "chk-998" / "_metadata.inprogress", ck / "stray.txt"]
+    # leftovers of checkpoints older than the newest completed one (a chk-N above it would be in progress)
+    planted = [ck / JOB / "shared" / "left-behind", ck / JOB / "chk-1" / "aborted-state",
+               ck / JOB / "chk-1" / "_metadata.inprogress", ck / "stray.txt"]
     for p in planted:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("stale")
+        os.utime(p, (1, 1))  # written before the newest checkpoint completed
     listing = inspect_flink(ck)
     assert len(listing.checkpoints) == 2 and all(c.restorable and c.files["exclusive"] for c in listing.checkpoints)
     assert {str(p) for p in planted} <= set(listing.orphans) and not set(listing.orphans) & listing.referenced
@@ -183,3 +185,62 @@ def test_orphans_delete_then_every_retained_checkpoint_restores_on_hashmap(tmp_p
                                                   records=RECORDS, retained=2, **kw))
     assert ids == [c.id for c in listing.checkpoints]
     assert tree(ck) == after
+
+
+JOB_B = "b0b0b0b0" * 4
+
+
+def test_orphans_on_a_random_prefix_layout_beside_prod_and_a_claimed_job_then_flink_restores(
+        tmp_path: Path, monkeypatch: Any) -> None:
+    """Job A runs in X/ck; "prod" runs the same job id in X/prod/ck (a name an entropy value could have);
+    job B is restored from A's newest checkpoint in CLAIM mode into X/ck.
+    orphans --delete on the configured X/_entropy_/ck moves only the planted leftover (first setting
+    aside, as ls advises, any checkpoint of A the claim broke), and Flink restores B and prod afterwards."""
+    x = tmp_path / "X"
+    a = runner.run(GRAPH, tmp_path / "a", _opts(x / "ck", fail_after=3, restart=False, job_id=JOB))
+    prod = runner.run(GRAPH, tmp_path / "prod", _opts(x / "prod" / "ck", fail_after=3, restart=False, job_id=JOB))
+    assert [j.stats.state for j in [*a.jobs, *prod.jobs]] == ["FAILED", "FAILED"]
+    claimed = runner.latest_retained(str(x / "ck"), JOB)
+    real_config = runner.job_config
+
+    def claiming(*args: Any, **kw: Any) -> dict[str, str]:
+        conf = real_config(*args, **kw)
+        if "execution.state-recovery.path" in conf:
+            conf["execution.state-recovery.claim-mode"] = "CLAIM"
+        return conf
+
+    monkeypatch.setattr(runner, "job_config", claiming)
+    first_b = int(os.path.basename(claimed)[4:])
+    # one checkpoint after the restore: in CLAIM mode it is incremental on the claimed one's SST files
+    b = runner.run(GRAPH, tmp_path / "b", _opts(x / "ck", fail_after=first_b + 1, restart=False, job_id=JOB_B,
+                                                 restore=claimed))
+    monkeypatch.setattr(runner, "job_config", real_config)
+    assert [j.stats.state for j in b.jobs] == ["FAILED"]
+    b_latest = runner.latest_retained(str(x / "ck"), JOB_B)
+    b_refs = referenced_files(b_latest)
+    # (Whether B's checkpoint names A's SST files is RocksDB's business: Flink 2.3 here re-uploaded them.
+    # Either way orphans must keep whatever it names, wherever under the base that is.)
+    leftover = x / "Zq9r" / "ck" / JOB / "shared" / "aborted-upload"
+    leftover.parent.mkdir(parents=True)
+    leftover.write_text("stale")
+    os.utime(leftover, (1, 1))
+    where = str(x / "_entropy_" / "ck")
+    ls = CliRunner().invoke(app, ["storage", "ls", where, "--json", str(tmp_path / "ls.json")])
+    assert "X/prod/ck is named like an entropy prefix" in ls.stdout, ls.output
+    for d in json.loads((tmp_path / "ls.json").read_text())["diagnoses"]:  # what a claim restore broke, if any
+        assert d["cause"] in ("claim restore", "killed discard"), d
+        aside = CliRunner().invoke(app, ["storage", *d["action"].split()[2:]])
+        assert aside.exit_code == 0, aside.output
+    prod_before, x_before = tree(x / "prod"), tree(x)
+    gone = CliRunner().invoke(app, ["storage", "orphans", where, "--delete", "--min-age", "0", "--json",
+                                    str(tmp_path / "rm.json")])
+    assert gone.exit_code == 0, gone.output
+    removed = set(json.loads((tmp_path / "rm.json").read_text())["removed"])
+    assert str(leftover) in removed and not any(f.startswith(str(x / "prod") + os.sep) for f in removed)
+    assert tree(x / "prod") == prod_before
+    assert {p: h for p, h in tree(x).items() if QUARANTINE_DIR not in p} == \
+        {p: h for p, h in x_before.items() if p not in removed}
+    assert all(os.path.exists(f) for fs in b_refs.files.values() for f in fs)
+    prod_latest = runner.latest_retained(str(x / "prod" / "ck"), JOB)
+    assert restore_each(GRAPH, [b_latest, prod_latest], tmp_path / "restores", _opts) == [
+        b_refs.id, int(os.path.basename(prod_latest)[4:])]

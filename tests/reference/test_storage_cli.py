@@ -88,19 +88,19 @@ def test_ls_exits_1_when_a_checkpoint_lost_a_file(tmp_path: Path) -> None:
 
 def test_orphans_dry_run_then_delete(tmp_path: Path) -> None:
     _, work = simulated(tmp_path / "run")
-    planted = [work / JOB / "shared" / "left-by-an-earlier-run", work / JOB / "chk-999" / "8d1c-aborted"]
+    planted = [work / JOB / "shared" / "left-by-an-earlier-run", work / JOB / "chk-2" / "8d1c-aborted"]
     for p in planted:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("stale")
         os.utime(p, (time.time() - 7200, time.time() - 7200))  # older than the default --min-age (1h)
     dry = runner.invoke(app, ["storage", "orphans", str(work), "--json", str(tmp_path / "o.json")])
     assert dry.exit_code == 0, dry.stderr
-    assert "shared/left-by-an-earlier-run" in dry.stdout and "chk-999/8d1c-aborted" in dry.stdout
+    assert "shared/left-by-an-earlier-run" in dry.stdout and "chk-2/8d1c-aborted" in dry.stdout
     assert "2 orphan(s)" in dry.stdout and all(p.exists() for p in planted)
     assert sorted(json.loads((tmp_path / "o.json").read_text())["orphans"]) == sorted(str(p) for p in planted)
     done = runner.invoke(app, ["storage", "orphans", str(work), "--delete"])
     assert done.exit_code == 0 and "moved 2 file(s)" in done.stdout, done.stdout
-    assert not any(p.exists() for p in planted) and not (work / JOB / "chk-999").exists()
+    assert not any(p.exists() for p in planted) and not (work / JOB / "chk-2").exists()
     (batch,) = (work / ".cutcheck-quarantine").iterdir()  # moved, not removed: one batch per run
     assert sorted((batch / "files" / p.relative_to(work)).read_text() for p in planted) == ["stale", "stale"]
     assert "0 orphan(s)" in runner.invoke(app, ["storage", "orphans", str(work)]).stdout

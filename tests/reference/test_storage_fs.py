@@ -269,7 +269,16 @@ def test_random_prefixes_in_data_file_paths_never_in_metadata(tmp_path: Path) ->
     stray = tmp_path / "Zz99" / "ckpts" / JOB / "shared" / "left-behind"  # in a directory the marker became
     stray.parent.mkdir(parents=True)
     stray.write_text("x")
+    assert inspect(base).in_progress == [str(stray)]  # written after the newest checkpoint completed
+    os.utime(stray, (1, 1))
     assert inspect(base).orphans == [str(stray)] and inspect(tmp_path / "ckpts").orphans == []
+    prod = tmp_path / "prod" / "ckpts" / JOB  # named like a random prefix, but another environment's checkpoints
+    for name in ("chk-3/_metadata", "chk-3/live-state", "shared/live-sst"):
+        (prod / name).parent.mkdir(parents=True, exist_ok=True)
+        (prod / name).write_text("prod")
+        os.utime(prod / name, (1, 1))
+    listing = inspect(base)
+    assert listing.orphans == [str(stray)] and str(tmp_path / "prod" / "ckpts") in listing.foreign
 
 
 def test_restore_of_a_broken_checkpoint_names_the_missing_file(tmp_path: Path) -> None:

@@ -8,6 +8,7 @@ import os
 import random
 import shutil
 import tempfile
+import time
 from dataclasses import replace
 from pathlib import Path
 
@@ -59,7 +60,9 @@ def test_orphans_of_an_abandoned_run_under_the_same_job_id(tmp_path: Path) -> No
     second = simulate(Scenario.from_json(_run(tmp_path, failures=[{"after_checkpoint": 2, "target": "count[0]"}])))
     assert second.ok, second.violations
     listing = inspect(tmp_path)
-    assert set(listing.orphans) == planted | {str(f) for f in stray}  # all of them, and nothing of the second run
+    # chk-77 is newer than the newest completed checkpoint: in progress (never an orphan without --force)
+    assert set(listing.orphans) == planted | {str(stray[2])}  # nothing of the second run
+    assert set(listing.in_progress) == {str(f) for f in stray[:2]}
     assert not set(listing.orphans) & listing.referenced
     assert orphan_reason(listing, str(stray[0])) == "metadata of a checkpoint that never completed"
     assert "no _metadata" in orphan_reason(listing, str(stray[1]))
@@ -67,8 +70,8 @@ def test_orphans_of_an_abandoned_run_under_the_same_job_id(tmp_path: Path) -> No
     kept = {c.path: norm(load_checkpoint(c.path)) for c in listing.checkpoints}
     assert sorted(delete_orphans(listing)) == sorted(listing.orphans)
     after = inspect(tmp_path)
-    assert after.orphans == [] and {c.path: norm(load_checkpoint(c.path)) for c in after.checkpoints} == kept
-    assert not (tmp_path / JOB / "chk-77").exists()  # emptied checkpoint directories go too
+    assert after.orphans == [] and set(after.in_progress) == {str(f) for f in stray[:2]} and {c.path: norm(load_checkpoint(c.path)) for c in after.checkpoints} == kept
+    assert (tmp_path / JOB / "chk-77").exists()  # in progress: kept whole
 
 
 def test_a_crashed_runs_pending_checkpoint_is_orphaned_and_a_restore_cleans_nothing_else(tmp_path: Path) -> None:
@@ -141,11 +144,18 @@ def test_orphans_never_lists_a_referenced_file(history: tuple[list[str], list[st
         listing = inspect(root)
         referenced = listing.referenced | {os.path.join(c.path, "_metadata") for c in listing.checkpoints}
         assert not set(listing.orphans) & referenced
-        assert planted <= set(listing.orphans)
+        assert planted <= set(listing.in_progress)  # written after the newest completed checkpoint
+        for f in planted:  # old leftovers instead: only those of a chk-N above the newest completed stay in progress
+            os.utime(f, (time.time() - 7200, time.time() - 7200))
+        listing = inspect(root)
+        assert not set(listing.orphans) & referenced
+        running = {f for f in planted if "/chk-9" in f}  # ids far above any completed checkpoint
+        assert running <= set(listing.in_progress) and planted - running <= set(listing.orphans)
         assert all(c.missing == [] for c in listing.checkpoints)
         before = {c.path: norm(load_checkpoint(c.path)) for c in listing.checkpoints}
         delete_orphans(listing)
         assert {c.path: norm(load_checkpoint(c.path)) for c in inspect(root).checkpoints} == before
+        assert all(os.path.exists(f) for f in listing.in_progress)  # never moved without --force
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -7,6 +7,13 @@ restorable, with the CompletedCheckpoint it must restore to: retained ones, save
 checkpoints restored without claiming them, and those of abandoned runs that nobody claimed.
 ``abandoned`` is what runs that crashed left unreferenced; nothing else may ever be an orphan
 once no checkpoint is pending and every aborted one is older than the lowest retained.
+
+A claim restore hands the new job every file the claimed checkpoint references (Flink's
+``CheckpointCoordinator.restoreSavepoint`` with CLAIM registers them as the job's own shared state,
+which ``SharedStateRegistry`` deletes once no retained checkpoint uses them; docs/flink-facts.md
+§8.4). Any other checkpoint naming one of those files, an older checkpoint of the claimed job or a
+checkpoint of the job the claimed one was itself claimed from, is then ``forfeited``: no longer the
+user's to restore, whatever happens to it later.
 """
 
 from __future__ import annotations
@@ -92,6 +99,7 @@ class StorageMachine(RuleBasedStateMachine):
         self.valid: dict[str, CompletedCheckpoint] = {}  # checkpoint directory -> what it restores to
         self.held: dict[int, tuple[str, bool]] = {}  # retained id -> (directory, the job deletes it when subsumed)
         self.abandoned: set[str] = set()
+        self.forfeited: set[str] = set()  # checkpoints a claim restore took files of: no longer required to restore
         self.broken = False
 
     # ------------------------------------------------------------------ set-up
@@ -226,6 +234,8 @@ class StorageMachine(RuleBasedStateMachine):
         event(f"restore {mode} {target.kind} (adopting {len(new.held) - 1})")
         chain = [h.path for h in new.held]
         assert chain[-1] == path
+        if claim:
+            self._forfeit_sharers(path, set(chain))
         self.fs, self.mem, self.pending, self.aborted = new, InMemoryStorage(), {}, []
         self.held = {}
         for p in chain:
@@ -276,8 +286,8 @@ class StorageMachine(RuleBasedStateMachine):
             return
         listing = inspect(self.base)
         event("quiescent: no garbage checked")
-        assert {c.path for c in listing.checkpoints} == set(self.valid)
-        orphans = set(listing.orphans)
+        assert {c.path for c in listing.checkpoints} - self.forfeited == set(self.valid)
+        orphans = unreferenced(listing)
         assert orphans == self.abandoned, (f"not deleted: {sorted(orphans - self.abandoned)[:3]}, "
                                            f"abandoned but gone: {sorted(self.abandoned - orphans)[:3]}")
 
@@ -289,7 +299,22 @@ class StorageMachine(RuleBasedStateMachine):
         self.aborted.append(cp)
 
     def _unreferenced(self) -> set[str]:
-        return set(inspect(self.base).orphans)
+        return unreferenced(inspect(self.base))
+
+    def _forfeit_sharers(self, claimed: str, adopted: set[str]) -> None:
+        """The valid checkpoints that name a file the claimed one names, other than those the new run holds."""
+        by_path = {c.path: {f for fs in c.files.values() for f in fs} for c in inspect(self.base).checkpoints}
+        mine = by_path[claimed]
+        for other in sorted(self.valid):
+            if other not in adopted and by_path.get(other, set()) & mine:
+                del self.valid[other]
+                self.forfeited.add(other)
+                event("a claim restore forfeits a checkpoint that shares its files")
+
+
+def unreferenced(listing: CheckpointListing) -> set[str]:
+    """Files nothing references: orphans, and those kept back as parts of a checkpoint that may be in progress."""
+    return set(listing.orphans) | set(listing.in_progress)
 
 
 def _fields(config: StorageConfig) -> dict:

@@ -57,8 +57,8 @@ def age(paths: list[Path], seconds: float = OLD) -> None:
 
 def plant(ck: Path, job: str = JOB) -> list[Path]:
     """Leftovers of crashed runs and aborted checkpoints, older than an hour."""
-    planted = [ck / job / "shared" / "left-by-an-earlier-run", ck / job / "chk-999" / "8d1c-aborted",
-               ck / job / "chk-998" / "_metadata.inprogress", ck / "stray.txt"]
+    planted = [ck / job / "shared" / "left-by-an-earlier-run", ck / job / "chk-2" / "8d1c-aborted",
+               ck / job / "chk-1" / "_metadata.inprogress", ck / "stray.txt"]
     for p in planted:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(f"stale {p.name}")
@@ -156,15 +156,23 @@ def test_min_age_forms_and_young_files(tmp_path: Path) -> None:
     for p in young:
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text("new")
-    dry = storage("orphans", str(ck))
-    assert dry.exit_code == 0 and "too young" in dry.stdout and "just-uploaded" in dry.stdout
-    before = tree(ck)
-    done = storage("orphans", str(ck), "--delete", "--json", str(tmp_path / "rm.json"))
-    assert done.exit_code == 0, done.stderr
-    report = json.loads((tmp_path / "rm.json").read_text())
-    assert sorted(report["removed"]) == sorted(map(str, old)) and sorted(report["too_young"]) == sorted(map(str, young))
-    assert_only_moved(before, tree(ck), old)
-    assert all(p.exists() for p in young)
+    # written after the newest checkpoint completed: in progress, never moved, whatever --min-age says
+    for min_age in ("1h", "0"):
+        dry = storage("orphans", str(ck), "--min-age", min_age)
+        assert dry.exit_code == 0 and "may be in progress" in dry.stdout and "never moved without --force" in dry.stdout
+        before = tree(ck)
+        done = storage("orphans", str(ck), "--delete", "--min-age", min_age, "--json", str(tmp_path / "rm.json"))
+        assert done.exit_code == 0, done.stderr
+        report = json.loads((tmp_path / "rm.json").read_text())
+        assert sorted(report["removed"]) == (sorted(map(str, old)) if min_age == "1h" else [])
+        assert sorted(report["in_progress"]) == sorted(map(str, young))
+        assert_only_moved(before, tree(ck), old if min_age == "1h" else [])
+        assert all(p.exists() for p in young)
+    age(young, 60)  # a minute old, before the newest checkpoint: no longer in progress, but younger than 1h
+    dry = storage("orphans", str(ck), "--json", str(tmp_path / "dry.json"))
+    report = json.loads((tmp_path / "dry.json").read_text())
+    assert "too young" in dry.stdout and report["too_young"] == [str(young[0])]
+    assert report["in_progress"] == [str(young[1])]  # chk-43 is newer than the newest completed checkpoint
 
 
 # ---------------------------------------------------------------------------- delete, then restore everything
@@ -175,7 +183,7 @@ def test_delete_then_every_retained_checkpoint_restores(tmp_path: Path) -> None:
     done = storage("orphans", str(ck), "--delete")
     assert done.exit_code == 0 and "moved 4 file(s)" in done.stdout, done.stdout + done.stderr
     assert_only_moved(before, tree(ck), planted)
-    assert not (ck / JOB / "chk-999").exists() and not (ck / JOB / "chk-998").exists()  # emptied by cutcheck
+    assert not (ck / JOB / "chk-2").exists() and not (ck / JOB / "chk-1").exists()  # emptied by cutcheck
     assert storage("ls", str(ck)).exit_code == 0
     assert assert_every_checkpoint_restores(scenario, [ck], tmp_path / "scratch") == 3
 
@@ -204,7 +212,7 @@ def test_old_absolute_metadata_moved_is_not_restorable_and_nothing_is_deleted(tm
     ls = storage("ls", str(moved))
     assert ls.exit_code == 1 and "NOT RESTORABLE" in ls.stdout and str(ck) in ls.stdout, ls.stdout
     before = tree(moved)
-    assert_user_error(storage("orphans", str(moved), "--delete"), "is not restorable", "--force")
+    assert_user_error(storage("orphans", str(moved), "--delete"), "can never be restored", "--force")
     assert tree(moved) == before
     latest = max(inspect(moved).checkpoints, key=lambda c: c.id)
     restore = runner.invoke(app, ["simulate", str(scenario), "--checkpoint-dir", str(tmp_path / "x"), "--restore", latest.path])
