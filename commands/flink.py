@@ -1,4 +1,4 @@
-"""Real Flink: flink run, flink compare, flink conform."""
+"""Real Flink: flink run, flink compare, flink conform, and flink env (the releases they run in)."""
 
 from __future__ import annotations
 
@@ -19,15 +19,30 @@ app.add_typer(flink_app, name="flink")
 
 def _flink_options(mode: str, fail_after: int | None, rescale: list[str] | None, records: int | None, interval: int,
                    slow: str | None, delay: float, no_restart: bool, incremental: bool, retained: int,
-                   checkpoint_dir: Path | None, job_id: str | None) -> Any:
+                   checkpoint_dir: Path | None, job_id: str | None, release: str | None = None) -> Any:
     from cutcheck import flink_bridge
 
-    flink_bridge.require_flink()  # one sentence and exit 2 without the extra, before any other work
+    _require_release(release)  # one sentence and exit 2 without PyFlink or the release, before any other work
     return flink_bridge.RunOptions(
         mode=mode, interval_ms=interval, fail_after=fail_after, restart=not no_restart,
         rescale=_parse_assignments(rescale, "--rescale"), records=records, slow=slow, delay_ms=delay,
         retained=retained, incremental=incremental, checkpoint_dir=str(checkpoint_dir) if checkpoint_dir else None,
-        job_id=job_id)
+        job_id=job_id, release=release)
+
+
+def _require_release(release: str | None) -> None:
+    """The installed PyFlink (no --flink), or the prepared release --flink names (this process needs no PyFlink)."""
+    if release is None:
+        from cutcheck import flink_bridge
+
+        flink_bridge.require_flink()
+    else:
+        from cutcheck.flink_bridge.releases import require_prepared
+
+        require_prepared(release)
+
+
+FLINK_HELP = "Run the job in this prepared apache-flink release (cutcheck flink env VERSION); default: the installed PyFlink."
 
 
 def _flink_progress(message: str) -> None:
@@ -83,6 +98,7 @@ def flink_run(
     json_path: Path = typer.Option(None, "--json", help="Write the summary as JSON."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote "
                                "(anything else is never replaced)."),
+    release: str = typer.Option(None, "--flink", metavar="VERSION", help=FLINK_HELP),
 ) -> None:
     """Run a job graph on a local Flink MiniCluster and write its recovery logs; `cutcheck validate` checks them.
 
@@ -92,7 +108,7 @@ def flink_run(
 
     check_output_dir(out_dir, force=force)  # before Flink starts: a refusal costs nothing
     opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
-                          checkpoint_dir, job_id)
+                          checkpoint_dir, job_id, release)
     # the topology options of issue 23: what the job is, beside the options every flink command shares
     opts.savepoint, opts.stop_after, opts.claim_mode = savepoint, stop_after, claim_mode
     opts.kill_after, opts.chaining = kill_after, not no_chaining
@@ -167,6 +183,7 @@ def flink_compare(
     out_dir: Path = typer.Option(None, "--out", help="Keep Flink's run directory here."),
     json_path: Path = typer.Option(None, "--json", help="Write the comparison as JSON."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote."),
+    release: str = typer.Option(None, "--flink", metavar="VERSION", help=FLINK_HELP),
 ) -> None:
     """Run a job graph on real Flink, then on the reference engine calibrated to as many completed checkpoints
     (within 20 %); print which figures compare (verdicts, checkpoints, restarts, refusals, share persisted) and which do not.
@@ -178,7 +195,7 @@ def flink_compare(
 
     if out_dir is not None:
         check_output_dir(out_dir, force=force)
-    opts = _flink_options(mode, fail_after, rescale, records, interval, None, 2.0, False, False, 3, None, None)
+    opts = _flink_options(mode, fail_after, rescale, records, interval, None, 2.0, False, False, 3, None, None, release)
     cmp = compare(graph, opts, out_dir, progress=_flink_progress, force=force)
     for t in _side_by_side(cmp):
         out.print(t)
@@ -200,20 +217,21 @@ def flink_conform(
     interval: int = typer.Option(200, "--interval-ms", min=10, help="Flink's checkpoint interval in milliseconds."),
     json_path: Path = typer.Option(None, "--json", help="Write the report as JSON."),
     force: bool = typer.Option(False, "--force", help="Replace OUT if cutcheck wrote it."),
+    release: str = typer.Option(None, "--flink", metavar="VERSION", help=FLINK_HELP),
 ) -> None:
     """Run N generated graphs (within what Flink supports) on the engine and on Flink, each with a failure and,
     where Flink allows one, a rescale; report whether the verdicts and the refusals agree.
 
     Exit 0 when all agree, 1 when any disagrees (a replay command per disagreement), 2 on bad input.
     """
-    from cutcheck import flink_bridge
     from cutcheck.flink_bridge.conform import conform
     from cutcheck.model.outputs import mark, replace_dir, staging_dir
 
     check_output_dir(out_dir, force=force)
-    flink_bridge.require_flink()
+    _require_release(release)
     with staging_dir(out_dir) as tmp:
-        report = conform(graphs, seed, tmp, out_dir, records=records, interval_ms=interval, progress=_flink_progress)
+        report = conform(graphs, seed, tmp, out_dir, records=records, interval_ms=interval, progress=_flink_progress,
+                         release=release)
         (tmp / "run.json").write_text(json.dumps(mark({"command": "flink conform", **report.to_json()}), indent=1,
                                                   default=str) + "\n")
         replace_dir(tmp, out_dir, force=force)
@@ -235,3 +253,48 @@ def flink_conform(
                       markup=False, highlight=False, soft_wrap=True)
     write_json(json_path, report.to_json())
     raise typer.Exit(0 if report.agreed == len(report.rows) else 1)
+
+
+@flink_app.command("env")
+@user_errors
+def flink_env(
+    version: str = typer.Argument(None, metavar="[VERSION]", help="The apache-flink release to prepare, e.g. 2.1.0."),
+    list_: bool = typer.Option(False, "--list", help="Show the prepared releases and their sizes."),
+    remove: str = typer.Option(None, "--remove", metavar="VERSION", help="Delete this prepared release."),
+    python: str = typer.Option(None, "--python", help="Interpreter for the release's environment (default: this one)."),
+    find_links: Path = typer.Option(None, "--find-links", help="Install from this directory of wheels alone "
+                                    "(no package index), e.g. one filled by pip download elsewhere."),
+) -> None:
+    """Prepare an apache-flink release for --flink VERSION: an isolated virtualenv in the cache directory
+    ($CUTCHECK_CACHE, else $XDG_CACHE_HOME/cutcheck, else ~/.cache/cutcheck), checked first against the
+    Python and Java versions the release runs on.
+
+    Exit 0 when the release is prepared (or listed, or removed), 2 when it cannot run here, with the fix.
+    """
+    from cutcheck.flink_bridge import releases
+    from cutcheck.model.errors import CutcheckError
+
+    asked = [name for name, given in (("VERSION", version is not None), ("--list", list_), ("--remove", remove is not None))
+             if given]
+    if len(asked) != 1:
+        raise CutcheckError("flink env takes one of VERSION (prepare it), --list or --remove VERSION"
+                            + (f", not {' and '.join(asked)}" if asked else "") + ".")
+    if list_:
+        found = releases.list_prepared()
+        out.print(table(f"prepared apache-flink releases in {releases.releases_dir()}", ["release", "Python", "size",
+                        "prepared", "path"], [[p.version, p.python, f"{p.size_bytes / 2**20:.0f} MB", p.created, str(p.path)]
+                                              for p in found]))
+        if not found:
+            out.print("none prepared; cutcheck flink env VERSION prepares one.")
+        return
+    if remove is not None:
+        gone = releases.remove(remove)
+        out.print(f"removed apache-flink {gone.version} ({gone.size_bytes / 2**20:.0f} MB) from {gone.path}")
+        return
+    if find_links is not None and not find_links.is_dir():
+        raise CutcheckError(f"--find-links {find_links}: no such directory; give a directory of wheels.")
+    env, made = releases.prepare(version, python=python, find_links=str(find_links) if find_links else None,
+                                 progress=_flink_progress)
+    state = "prepared" if made else "already prepared"
+    out.print(f"apache-flink {env.version} {state} in {env.path} (Python {env.python}, {env.size_bytes / 2**20:.0f} MB); "
+              f"run a job in it with: cutcheck flink run GRAPH --out DIR --flink {env.version}", soft_wrap=True)

@@ -67,6 +67,8 @@ class Case:
         if self.opts.records is not None:
             args += ["--records", str(self.opts.records)]
         args += ["--interval-ms", str(self.opts.interval_ms)]
+        if self.opts.release is not None:
+            args += ["--flink", self.opts.release]
         return shlex.join(args)
 
 
@@ -200,7 +202,7 @@ class Report:
 
 
 def conform(graphs: int, seed: int, graph_dir: Path, final_dir: Path | None = None, *, records: int | None = None,
-            interval_ms: int = 200, progress: Callable[[str], None] | None = None) -> Report:
+            interval_ms: int = 200, progress: Callable[[str], None] | None = None, release: str | None = None) -> Report:
     """Run ``graphs`` generated graphs on the engine and on Flink; write each graph's JSON into ``graph_dir``
     (named in the report and replay commands as under ``final_dir``, where the caller moves it)."""
     say = progress or (lambda _msg: None)
@@ -208,6 +210,7 @@ def conform(graphs: int, seed: int, graph_dir: Path, final_dir: Path | None = No
     start = time.monotonic()
     graph_dir.mkdir(parents=True, exist_ok=True)
     for i, case in enumerate(cases(seed, graphs, records, interval_ms)):
+        case.opts.release = release  # None: the installed PyFlink, in-process; else that prepared release
         (graph_dir / f"{case.name}.json").write_text(json.dumps(case.graph, indent=1) + "\n")
         row = Row(case, (final_dir or graph_dir) / f"{case.name}.json")
         say(f"graph {i + 1}/{graphs} (seed {case.seed}): {case.summary()}; {case.options()}")

@@ -70,28 +70,35 @@ def gateway() -> Any:
         raise EnvironmentProblem(f"the PyFlink Java gateway did not start ({str(exc).splitlines()[0][:200]}); check java -version (Java 11 or 17).") from None
 
 
+def package_root() -> str:
+    """A directory holding only a ``cutcheck`` link to this package: what a release's interpreter (the worker,
+    PyFlink's embedded one) puts on its path to import cutcheck and nothing else of this environment.
+
+    The package's own parent will not do: for an installed cutcheck it is this environment's
+    site-packages, whose PyFlink would shadow the release's. The link is replaced atomically, so a
+    concurrent run never sees it missing.
+    """
+    package = Path(__file__).resolve().parents[1]
+    root = os.path.join(tempfile.gettempdir(), f"cutcheck-pythonpath-{os.getuid()}-{zlib.crc32(str(package).encode()):08x}")
+    link = Path(root) / "cutcheck"
+    os.makedirs(root, exist_ok=True)
+    if not (link.is_symlink() and link.resolve() == package):
+        tmp = Path(root) / f".cutcheck-{os.getpid()}"
+        tmp.unlink(missing_ok=True)
+        tmp.symlink_to(package, target_is_directory=True)
+        os.replace(tmp, link)
+    return root
+
+
 def python_path() -> str:
-    """What the embedded (thread-mode) interpreter must import: the ``cutcheck`` package and this venv's
+    """What the embedded (thread-mode) interpreter must import: the ``cutcheck`` package and this interpreter's
     site-packages.
 
     PyFlink's thread mode loads libpython of the base interpreter, whose sys.path lacks the venv and
-    whose site-packages' ``.pth`` files are not run, so an editable install (the package is the
-    checkout, whatever its folder is called) is reached through a ``cutcheck`` link in a temporary
-    directory.
+    whose site-packages' ``.pth`` files are not run, so the package (an editable install is the checkout,
+    whatever its folder is called) is reached through package_root's link.
     """
-    package = Path(__file__).resolve().parents[1]
-    if package.name == "cutcheck":
-        root = str(package.parent)
-    else:
-        root = os.path.join(tempfile.gettempdir(), f"cutcheck-pythonpath-{os.getuid()}-{zlib.crc32(str(package).encode()):08x}")
-        link = Path(root) / "cutcheck"
-        os.makedirs(root, exist_ok=True)
-        if not (link.is_symlink() and link.resolve() == package):
-            tmp = Path(root) / f".cutcheck-{os.getpid()}"
-            tmp.unlink(missing_ok=True)
-            tmp.symlink_to(package, target_is_directory=True)
-            os.replace(tmp, link)  # atomic: a concurrent run never sees a missing link
-    paths = [root] + [p for p in sys.path if p and os.path.isdir(p)]
+    paths = [package_root()] + [p for p in sys.path if p and os.path.isdir(p)]
     return os.pathsep.join(dict.fromkeys(paths))
 
 

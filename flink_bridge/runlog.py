@@ -189,10 +189,7 @@ def rebase(run: FlinkRun, tmp: str, final: str) -> None:
 def run_json(run: FlinkRun, summ: dict[str, Any]) -> dict[str, Any]:
     from cutcheck.flink_bridge.runner import describe
 
-    try:
-        from pyflink.version import __version__ as flink_version
-    except ImportError:  # pragma: no cover - the run needed PyFlink
-        flink_version = "unknown"
+    flink_version = run.flink_version or "unknown"  # the run's own release (it may have run in a worker)
     o = run.options
     scenario = {
         "graph": run.graph.to_json(),

@@ -77,6 +77,7 @@ class RunOptions:
     force_unaligned: bool | None = None  # execution.checkpointing.unaligned.forced; None: when a custom edge needs it
     kill_after: int | None = None  # SIGKILL the TaskManager JVM mid-checkpoint once checkpoint N completed
     timeout_s: float = 900.0
+    release: str | None = None  # run in this prepared apache-flink release (flink_bridge.launch); None: in-process
 
 
 @dataclass(slots=True)
@@ -108,6 +109,7 @@ class FlinkRun:
     fired_ms: int | None = None
     savepoint: str | None = None  # where the stop-with-savepoint wrote its savepoint
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch ms, kind, detail)
+    flink_version: str = ""  # the PyFlink release that ran the job
 
 
 def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, JobGraph]:
@@ -262,7 +264,7 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         rest = Rest(cluster.rest_url)
         started = _now()
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
-                          fail_vertex if opts.fail_after else None)
+                          fail_vertex if opts.fail_after else None, flink_version=installed().name)
         deadline = time.monotonic() + opts.timeout_s
         in_place = opts.restart and not opts.rescale
         current = graph
