@@ -60,13 +60,12 @@ store the prefix above the marker is listed once and its keys sorted into the ra
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.model.errors import StorageError
@@ -76,9 +75,9 @@ from cutcheck.reference.storage.files import (
     METADATA_TMP,
     SAVEPOINT_PREFIX,
     SHARED_DIR,
-    TASKOWNED_DIR,
     remove_marker,
 )
+from cutcheck.reference.storage.filetable import FileTable
 from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
 from cutcheck.reference.storage.scope import (
     context_metadata,
@@ -86,9 +85,20 @@ from cutcheck.reference.storage.scope import (
     keep_metadata,
     locate,
     require_metadata,
-    reroot,
 )
-from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store, within
+from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store
+from cutcheck.reference.storage.traversal import (
+    Canonical,
+    Progress,
+    Within,
+    fresh_mtime,
+    new_sizes,
+    rerooted_files,
+    scan_into,
+    shared_users,
+    size_of,
+    unreferenced,
+)
 
 Reader = Callable[[str], CheckpointRefs]
 
@@ -128,7 +138,7 @@ class CheckpointListing:
     data_roots: list[str] = field(default_factory=list)  # where orphans may be (the root, entropy roots)
     why_unreadable: dict[str, str] = field(default_factory=dict)  # unreadable _metadata -> the reader's sentence
     store: Store = field(default=LOCAL, repr=False, compare=False)  # where the paths live (internal paths)
-    infos: dict[str, FileInfo] = field(default_factory=dict, repr=False, compare=False)  # every file listed
+    infos: Mapping[str, FileInfo] = field(default_factory=FileTable, repr=False, compare=False)  # every file listed
 
     @property
     def referenced(self) -> set[str]:
@@ -143,9 +153,21 @@ class CheckpointListing:
         return self.store.uri(path)
 
     def to_json(self) -> dict[str, Any]:
-        data = {name: copy.deepcopy(getattr(self, name)) for name in self.__dataclass_fields__ if name not in ("store", "infos")}
-        data["checkpoints"] = [asdict(c) | {"restorable": c.restorable} for c in self.checkpoints]
+        """Plain JSON values, fresh containers (the listing's own are never handed out)."""
+        data = {name: _fresh(getattr(self, name)) for name in self.__dataclass_fields__
+                if name not in ("store", "infos", "checkpoints")}
+        data["checkpoints"] = [{name: _fresh(getattr(c, name)) for name in c.__dataclass_fields__}
+                               | {"restorable": c.restorable} for c in self.checkpoints]
         return data if self.store.is_local else _uris(data, self.store)
+
+
+def _fresh(value: Any) -> Any:
+    """A copy of a JSON value's containers (strings and numbers are immutable: shared, not copied)."""
+    if isinstance(value, list):
+        return [_fresh(v) for v in value] if value and isinstance(value[0], (list, dict)) else list(value)
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
 
 
 def _uris(value: Any, store: Store) -> Any:
@@ -181,31 +203,40 @@ def _marker_pattern(root: str, key: str, length: int) -> tuple[str, re.Pattern[s
     return parent, re.compile(re.escape(prefix) + f"[A-Za-z0-9]{{{length}}}" + re.escape(suffix) + r"\Z"), rest
 
 
-def _gather(store: Store, root: str, key: str | None, length: int) -> tuple[str, list[str], list[FileInfo]]:
+def _gather(store: Store, root: str, key: str | None, length: int,
+            progress: Progress | None = None) -> tuple[str, list[str], FileTable]:
     """(the metadata root, the data roots, every file under them) on any store.
 
-    Locally as ``entropy_roots`` then a walk of each root. On an object store one paginated listing:
+    Locally as ``entropy_roots`` then a scan of each root. On an object store one paginated listing:
     of the root, or with the marker of the prefix above it, whose keys are sorted into the random
     prefixes (one listing, however many random prefixes there are)."""
+    table = FileTable()
     if store.is_local:
         meta_root, data_roots = entropy_roots(root, key, length)
-        infos = {i.path: i for r in data_roots for i in store.files(r) if inside(i.path, r)}
-        return meta_root, data_roots, [infos[p] for p in sorted(infos)]
+        for r in data_roots:
+            scan_into(table, store, r, progress, lambda d, r=r: inside(d, r))
+        return meta_root, data_roots, table
     if not key or key not in root:
-        return root, [root], store.files(root)
+        scan_into(table, store, root, progress)
+        return root, [root], table
     meta_root = remove_marker(root, key)
     parent, pattern, rest = _marker_pattern(root, key, length)
     roots: set[str] = {meta_root}
-    kept: list[FileInfo] = []
-    for info in store.files(parent):
-        name = info.path[len(parent):].lstrip("/").split("/", 1)[0]
+
+    def keep_dir(directory: str) -> bool:
+        if inside(directory, meta_root):
+            return True
+        name = directory[len(parent):].lstrip("/").split("/", 1)[0] if inside(directory, parent) else ""
+        if not name:
+            return False
         candidate = os.path.join(parent, name, rest) if rest else os.path.join(parent, name)
-        if inside(info.path, meta_root):
-            kept.append(info)
-        elif pattern.match(name) and inside(info.path, candidate) and info.path != candidate:
+        if pattern.match(name) and inside(directory, candidate):
             roots.add(candidate)
-            kept.append(info)
-    return meta_root, [meta_root, *sorted(roots - {meta_root})], kept
+            return True
+        return False
+
+    scan_into(table, store, parent, progress, keep_dir)
+    return meta_root, [meta_root, *sorted(roots - {meta_root})], table
 
 
 def _store_reader(store: Store, reader: Reader) -> Reader:
@@ -251,40 +282,43 @@ def _keep_path(store: Store, keep: str) -> str:
 
 def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
             entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
-            now: float | None = None, store: Store | None = None) -> CheckpointListing:
+            now: float | None = None, store: Store | None = None, progress: Progress | None = None) -> CheckpointListing:
     """The listing of the directory given (see the module docstring); ``keep`` are --keep-referenced-by
     directories, and files modified less than ``min_age`` seconds ago are "too young", never orphans.
     ``root`` is a local path, ``file:/…``, or a URI of an object store (``store`` opened from it when not given,
-    then ``root`` is read as an internal path of that store)."""
+    then ``root`` is read as an internal path of that store). ``progress(stage, done, total)`` is called as a
+    long inspection goes: "listed" files (total None), then "read" _metadata (of total)."""
     if store is None:
         store, start = open_store(str(root))
     else:
         start = str(root)
     if store.is_local:
         start = os.fspath(start)
-    meta_root, data_roots, infos = _gather(store, start, entropy, entropy_length)
+    meta_root, data_roots, table = _gather(store, start, entropy, entropy_length, progress)
     if not store.isdir(meta_root):
         raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
                            f"job directory or a chk-N directory.")
     target = locate(meta_root, store)
-    files = [i.path for i in infos]
-    info_of = {i.path: i for i in infos}
-    metas = [f for f in files if os.path.basename(f) == METADATA and inside(f, meta_root)]
+    metas = sorted(os.path.join(d, METADATA) for d, f in table.directories()
+                   if inside(d, meta_root) and f.index(METADATA) >= 0)
     require_metadata(target, metas, store)
     lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
     keep_dirs = [_keep_path(store, str(k)) for k in keep]
     scope = sorted({*lifted, *keep_dirs})
-    scope_set = set(scope)
+    in_scope = Within(set(scope))
     others = [*context_metadata(target, store), *(m for k in keep_dirs for m in keep_metadata(k, store))]
     read_refs = _store_reader(store, reader)
     checkpoints: list[CheckpointInfo] = []
     unreadable: list[str] = []
     why_unreadable: dict[str, str] = {}
-    kept: set[str] = {*metas, *others}
-    candidates: set[str] = set()
-    present = set(files)
-    anchors = [target.base, *lifted, *data_roots]
-    for meta in [*metas, *others]:
+    kept: dict[str, str] = {m: m for m in [*metas, *others]}  # every path kept, each string once
+    named: list[tuple[list[str], str]] = []  # (what a _metadata references, its directory): for re-rooting
+    canonical = Canonical(store, table)
+    own = set(metas)
+    everything = [*metas, *others]
+    for done, meta in enumerate(everything):
+        if progress is not None:
+            progress("read", done, len(everything))
         directory = os.path.dirname(meta)
         try:
             refs = read_refs(directory)
@@ -292,58 +326,47 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
             unreadable.append(meta)
             why_unreadable[meta] = str(exc)
             continue
-        by_scope = {sc: sorted({store.realpath(store.internal(p)) for p in refs.files.get(sc, [])}) for sc in SCOPES}
+        by_scope: dict[str, list[str]] = {}
+        for sc in SCOPES:
+            paths = {canonical(p) for p in refs.files.get(sc, [])}
+            by_scope[sc] = sorted(kept.setdefault(p, p) for p in paths)
+        refs.files = {}  # free the reader's lists before the next _metadata is read
         every = [p for paths in by_scope.values() for p in paths]
-        kept.update(every)
-        candidates |= reroot(every, directory, [*anchors, os.path.dirname(directory)], present)
-        if meta not in metas:
+        named.append((every, directory))
+        if meta not in own:
             continue
-        sizes = {p: _size(store, p, info_of) for p in every}
-        missing = sorted(p for p, sz in sizes.items() if sz is None)
-        outside = sorted(p for p, sz in sizes.items() if sz is not None and not within(p, scope_set))
+        size, missing, outside = refs.metadata_bytes, [], []
+        for p in set(every):
+            sz = size_of(store, p, table)
+            if sz is None:
+                missing.append(p)
+                continue
+            size += sz
+            if not in_scope(p):
+                outside.append(p)
         key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
-        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory,
-                                          refs.metadata_bytes + sum(sz for sz in sizes.values() if sz is not None), 0,
-                                          by_scope, refs.inlined_bytes, missing, outside))
+        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, size, 0, by_scope,
+                                          refs.inlined_bytes, sorted(missing), sorted(outside)))
+    if progress is not None:
+        progress("read", len(everything), len(everything))
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
-    _new_sizes(checkpoints, store, info_of)
-    shared: dict[str, list[str]] = {}
-    for c in checkpoints:
-        for path in c.files["shared"]:
-            shared.setdefault(path, []).append(c.key)
-    rerooted = sorted((candidates & present) - kept)
-    taskowned = [f for f in files if TASKOWNED_DIR in f.split(os.sep)[:-1]]
+    new_sizes(checkpoints, store, table)
+    taskowned, unkept = unreferenced(table, kept)
+    anchors = [target.base, *lifted, *data_roots]
+    rerooted = sorted(rerooted_files(named, anchors, {f for f, _ in unkept}))
+    del named
     orphans: list[str] = []
     young: list[str] = []
     if not unreadable:  # an unreadable _metadata may reference anything: then nothing is an orphan
-        skip = kept | set(rerooted) | set(taskowned)
+        skip = set(rerooted)
         limit = (time.time() if now is None else now) - min_age
-        for f in files:
-            if f not in skip:
-                (young if min_age > 0 and _mtime(store, f, info_of) > limit else orphans).append(f)
-    return CheckpointListing(meta_root, checkpoints, dict(sorted(shared.items())), orphans, taskowned, unreadable,
-                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable, store,
-                             info_of)
-
-
-def _size(store: Store, path: str, known: dict[str, FileInfo]) -> int | None:
-    info = known.get(path) or store.stat(path)
-    return None if info is None else info.size
-
-
-def _mtime(store: Store, path: str, known: dict[str, FileInfo]) -> float:
-    info = known.get(path) if not store.is_local else store.stat(path)
-    return float("inf") if info is None else info.mtime  # vanished or unreadable: never called an orphan
-
-
-def _new_sizes(checkpoints: list[CheckpointInfo], store: Store, known: dict[str, FileInfo]) -> None:
-    seen: dict[str, set[str]] = {}
-    for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
-        known_files = seen.setdefault(c.job, set())
-        mine = {f for fs in c.files.values() for f in fs}
-        c.new_size = (_size(store, os.path.join(c.path, METADATA), known) or 0) + sum(
-            _size(store, f, known) or 0 for f in mine - known_files)
-        known_files |= mine
+        for f, task_owned in unkept:
+            if not task_owned and f not in skip:
+                (young if min_age > 0 and fresh_mtime(store, f, table) > limit else orphans).append(f)
+    del kept
+    return CheckpointListing(meta_root, checkpoints, shared_users(checkpoints), sorted(orphans), sorted(taskowned),
+                             unreadable, target.base, sorted(young), others, rerooted, scope, sorted(data_roots),
+                             why_unreadable, store, table)
 
 
 def orphan_reason(listing: CheckpointListing, path: str) -> str:

@@ -1,0 +1,176 @@
+"""The traversal under a storage inspection (reference.storage.inspection): listing into a compact
+table, resolving what each ``_metadata`` names, and the per-file answers, in time and memory that
+stay small on a base of millions of files.
+
+No per-file Python object outlives the step that needs it: the listing is a FileTable (names and
+numbers per directory), each referenced path is one string however many checkpoints name it,
+directories are resolved once (``realpath``, the scope test), and "who references this shared file"
+shares one list per distinct set of checkpoints. Nothing here prints; long steps report through a
+``progress(stage, done, total)`` callback the CLI turns into lines on stderr.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
+from cutcheck.reference.storage.filetable import FileTable, dir_files, split
+from cutcheck.reference.storage.scope import reroot
+from cutcheck.reference.storage.store import Store, within
+
+if TYPE_CHECKING:
+    from cutcheck.reference.storage.inspection import CheckpointInfo
+
+Progress = Callable[[str, int, "int | None"], None]  # (stage, done, total): "listed" files, then "read" _metadata
+
+
+def scan_into(table: FileTable, store: Store, root: str, progress: Progress | None,
+               keep_dir: Callable[[str], bool] = lambda d: True) -> None:
+    """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts)."""
+    done = len(table)
+    tick = (lambda n: progress("listed", done + n, None)) if progress is not None else None
+    scan = getattr(store, "scan", None)
+    if scan is not None:
+        for directory, files in scan(root, tick):
+            if keep_dir(directory):
+                table.add(directory, files)
+        return
+    grouped: dict[str, tuple[list[str], list[int], list[float], list[str]]] = {}
+    for info in store.files(root):  # a store without a streaming listing: its list, grouped by directory
+        head, name = split(info.path)
+        g = grouped.setdefault(head, ([], [], [], []))
+        g[0].append(name), g[1].append(info.size), g[2].append(info.mtime), g[3].append(info.etag)
+    for directory, (names, sizes, mtimes, etags) in grouped.items():
+        if keep_dir(directory):
+            table.add(directory, dir_files(names, sizes, mtimes, etags))
+
+
+class Canonical:
+    """A path a ``_metadata`` names -> the internal, canonical path (``store.realpath(store.internal(p))``),
+    resolving each directory once: the last component of a path is never a symbolic link that needs
+    resolving when the file was listed (listings follow none), so only unlisted files are looked at."""
+
+    __slots__ = ("dirs", "store", "table")
+
+    def __init__(self, store: Store, table: FileTable):
+        self.store, self.table = store, table
+        self.dirs: dict[str, str] = {}
+
+    def __call__(self, ref: str) -> str:
+        head, sep, name = ref.rpartition("/")
+        if not sep or not head or name in ("", ".", ".."):
+            return self.store.realpath(self.store.internal(ref))
+        d = self.dirs.get(head)
+        if d is None:
+            d = self.dirs[head] = self.store.realpath(self.store.internal(head))
+        path = d + "/" + name if d != "/" else "/" + name
+        if self.store.is_local and not self.table.contains(path) and os.path.islink(path):
+            return os.path.realpath(path)
+        return path
+
+
+class Within:
+    """``within(path, roots)`` for many files: the answer is the same for every file of a directory."""
+
+    __slots__ = ("dirs", "roots")
+
+    def __init__(self, roots: set[str]):
+        self.roots = roots
+        self.dirs: dict[str, bool] = {}
+
+    def __call__(self, path: str) -> bool:
+        if path in self.roots:
+            return True
+        head = split(path)[0]
+        answer = self.dirs.get(head)
+        if answer is None:
+            answer = self.dirs[head] = within(head, self.roots)
+        return answer
+
+
+def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkept: set[str]) -> set[str]:
+    """The files among ``unkept`` that scope.reroot finds for some _metadata (``named``: its references and
+    directory): ``reroot(refs, directory, [*anchors, parent], present) & unkept``, computed from the files in
+    question rather than from every tail of every reference (which costs gigabytes on a large base)."""
+    if not unkept:
+        return set()
+    found: set[str] = set()
+    for refs, directory in named:
+        heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
+        mark = os.sep + os.path.basename(directory) + os.sep
+        if any(mark in r and os.path.dirname(r) != directory for r in refs):  # rule 1: the directory was moved
+            found |= reroot(refs, directory, []) & unkept
+        wanted: dict[str, list[str]] = {}  # rule 2: by name, the tails (after an anchor) of the files in question
+        for f in unkept:
+            for h in heads:
+                if f.startswith(h):
+                    wanted.setdefault(split(f)[1], []).append(f)
+                    break
+        if not wanted:
+            continue
+        for r in refs:
+            for f in wanted.get(split(r)[1], ()):
+                if f not in found and any(f.startswith(h) and r.endswith(os.sep + f[len(h):]) for h in heads):
+                    found.add(f)
+    return found
+
+
+def shared_users(checkpoints: list[CheckpointInfo]) -> dict[str, list[str]]:
+    """{shared file: keys of the checkpoints that reference it}, sorted by file. Files referenced by the same
+    checkpoints share one list (a base of millions of shared files has few distinct sets): do not mutate."""
+    masks: dict[str, int] = {}
+    for bit, c in enumerate(checkpoints):
+        flag = 1 << bit
+        for path in c.files["shared"]:
+            masks[path] = masks.get(path, 0) | flag
+    lists: dict[int, list[str]] = {}
+    shared: dict[str, list[str]] = {}
+    for path in sorted(masks):
+        mask = masks[path]
+        users = lists.get(mask)
+        if users is None:
+            users = lists[mask] = [c.key for bit, c in enumerate(checkpoints) if mask >> bit & 1]
+        shared[path] = users
+    return shared
+
+
+def size_of(store: Store, path: str, table: FileTable) -> int | None:
+    size = table.size(path)
+    if size is not None:
+        return size
+    info = store.stat(path)
+    return None if info is None else info.size
+
+
+def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
+    if store.is_local:  # looked at again: a file written since it was listed is never called an orphan
+        info = store.stat(path)
+        return float("inf") if info is None else info.mtime
+    mtime = table.mtime(path)
+    return float("inf") if mtime is None else mtime  # vanished or unreadable: never called an orphan
+
+
+def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable) -> None:
+    seen: dict[str, set[str]] = {}
+    for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
+        known_files = seen.setdefault(c.job, set())
+        mine = {f for fs in c.files.values() for f in fs}
+        c.new_size = (size_of(store, os.path.join(c.path, METADATA), table) or 0) + sum(
+            size_of(store, f, table) or 0 for f in mine - known_files)
+        known_files |= mine
+
+
+def unreferenced(table: FileTable, kept: dict[str, str]) -> tuple[list[str], list[tuple[str, bool]]]:
+    """(the task-owned files, every listed file not in ``kept`` with whether it is task-owned)."""
+    taskowned: list[str] = []
+    loose: list[tuple[str, bool]] = []
+    for d, _ in table.directories():
+        task_dir = TASKOWNED_DIR in d.split(os.sep)
+        for path in table.paths(d):
+            if task_dir:
+                taskowned.append(path)
+            if path not in kept:
+                loose.append((path, task_dir))
+    return taskowned, loose
