@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -91,14 +92,15 @@ def layout(n: int, prefix: str) -> tuple[list[str], dict[int, list[str]], list[s
     0..r (r = 90 % of n) are referenced by windows that overlap by half; the rest are orphans."""
     job = f"{prefix}/{JOB}"
     data_files = n - CHECKPOINTS
-    shared = [f"{job}/shared/{uuid.UUID(int=i + 1, version=4)}" for i in range(data_files - CHECKPOINTS)]
+    rng = random.Random(n)  # names like Flink's (random UUIDs), the same for every run of one size
+    shared = [f"{job}/shared/{uuid.UUID(int=rng.getrandbits(128), version=4)}" for _ in range(data_files - CHECKPOINTS)]
     referenced = int(n * REFERENCED) - 2 * CHECKPOINTS
     window = 2 * referenced // (CHECKPOINTS + 1)
     step = window // 2
     refs: dict[int, list[str]] = {}
     privates = []
     for cp in range(1, CHECKPOINTS + 1):
-        private = f"{job}/chk-{cp}/{uuid.UUID(int=10**12 + cp, version=4)}"
+        private = f"{job}/chk-{cp}/{uuid.UUID(int=rng.getrandbits(128), version=4)}"
         privates.append(private)
         end = referenced if cp == CHECKPOINTS else (cp - 1) * step + window
         refs[cp] = [private, *shared[(cp - 1) * step:end]]

@@ -77,8 +77,8 @@ from cutcheck.reference.storage.files import (
     SHARED_DIR,
     remove_marker,
 )
-from cutcheck.reference.storage.filetable import FileTable
-from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
+from cutcheck.reference.storage.filetable import FileTable, join
+from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
 from cutcheck.reference.storage.scope import (
     context_metadata,
     inside,
@@ -89,6 +89,7 @@ from cutcheck.reference.storage.scope import (
 from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store
 from cutcheck.reference.storage.traversal import (
     Canonical,
+    Kept,
     Progress,
     Within,
     fresh_mtime,
@@ -96,7 +97,6 @@ from cutcheck.reference.storage.traversal import (
     rerooted_files,
     scan_into,
     shared_users,
-    size_of,
     unreferenced,
 )
 
@@ -251,9 +251,9 @@ def _store_reader(store: Store, reader: Reader) -> Reader:
         if data is None:
             raise StorageError(f"{store.uri(directory)}: no {METADATA} object; give a chk-N of a completed checkpoint.")
         if data[:4] == bytes.fromhex("4960672d"):
-            from cutcheck.reference.storage.flink_metadata import decode, refs_of
+            from cutcheck.reference.storage.flink_metadata import refs_of_bytes
 
-            refs = refs_of(decode(data, store.uri(path)), store.uri(directory), len(data))
+            refs = refs_of_bytes(data, store.uri(directory), store.uri(path))
             refs.files = {sc: sorted({store.internal(p) for p in ps}) for sc, ps in refs.files.items()}
             refs.path = directory
             return refs
@@ -299,8 +299,8 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
                            f"job directory or a chk-N directory.")
     target = locate(meta_root, store)
-    metas = sorted(os.path.join(d, METADATA) for d, f in table.directories()
-                   if inside(d, meta_root) and f.index(METADATA) >= 0)
+    metas = sorted(join(d, METADATA) for d, f in table.directories()
+                   if inside(d, meta_root) and f.index(join(d, METADATA)) >= 0)
     require_metadata(target, metas, store)
     lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
     keep_dirs = [_keep_path(store, str(k)) for k in keep]
@@ -311,7 +311,9 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     checkpoints: list[CheckpointInfo] = []
     unreadable: list[str] = []
     why_unreadable: dict[str, str] = {}
-    kept: dict[str, str] = {m: m for m in [*metas, *others]}  # every path kept, each string once
+    kept = Kept(table)  # every path some _metadata names (and the _metadata themselves), each string once
+    for m in [*metas, *others]:
+        kept.add(m)
     named: list[tuple[list[str], str]] = []  # (what a _metadata references, its directory): for re-rooting
     canonical = Canonical(store, table)
     own = set(metas)
@@ -326,24 +328,20 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
             unreadable.append(meta)
             why_unreadable[meta] = str(exc)
             continue
-        by_scope: dict[str, list[str]] = {}
-        for sc in SCOPES:
-            paths = {canonical(p) for p in refs.files.get(sc, [])}
-            by_scope[sc] = sorted(kept.setdefault(p, p) for p in paths)
+        by_scope, sizes = canonical.resolve(refs.files, kept)
         refs.files = {}  # free the reader's lists before the next _metadata is read
-        every = [p for paths in by_scope.values() for p in paths]
-        named.append((every, directory))
+        named.append(([p for paths in by_scope.values() for p in paths], directory))
         if meta not in own:
             continue
         size, missing, outside = refs.metadata_bytes, [], []
-        for p in set(every):
-            sz = size_of(store, p, table)
+        for p, sz in sizes.items():
             if sz is None:
                 missing.append(p)
                 continue
             size += sz
             if not in_scope(p):
                 outside.append(p)
+        del sizes
         key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
         checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, size, 0, by_scope,
                                           refs.inlined_bytes, sorted(missing), sorted(outside)))
@@ -352,6 +350,7 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
     new_sizes(checkpoints, store, table)
     taskowned, unkept = unreferenced(table, kept)
+    del kept
     anchors = [target.base, *lifted, *data_roots]
     rerooted = sorted(rerooted_files(named, anchors, {f for f, _ in unkept}))
     del named
@@ -363,7 +362,6 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         for f, task_owned in unkept:
             if not task_owned and f not in skip:
                 (young if min_age > 0 and fresh_mtime(store, f, table) > limit else orphans).append(f)
-    del kept
     return CheckpointListing(meta_root, checkpoints, shared_users(checkpoints), sorted(orphans), sorted(taskowned),
                              unreadable, target.base, sorted(young), others, rerooted, scope, sorted(data_roots),
                              why_unreadable, store, table)

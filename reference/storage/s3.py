@@ -167,8 +167,8 @@ class S3Store:
         if key:
             single = self.stat(root, fresh=True)
             if single is not None:
-                one = dir_files([posixpath.basename(root)], [single.size], [single.mtime], [single.etag])
-                yield posixpath.dirname(root), one
+                yield posixpath.dirname(root), dir_files(posixpath.dirname(root), [root], [single.size], [single.mtime],
+                                                         [single.etag], full=True)
                 return
         prefix = key.rstrip("/") + "/" if key else ""
         self._forget(root)
@@ -180,11 +180,11 @@ class S3Store:
                 k = obj["Key"]
                 if k.endswith("/") or (not scan_all and QUARANTINE_DIR in k.split("/")):
                     continue  # folder markers are no files; the quarantine is never scanned
-                head, _, name = k.rpartition("/")
+                head = k.rpartition("/")[0]
                 d = building.get(head)
                 if d is None:
                     d = building[head] = ([], array("q"), array("d"), [])
-                d[0].append(name)
+                d[0].append(f"/{bucket}/{k}")
                 d[1].append(int(obj["Size"]))
                 d[2].append(obj["LastModified"].timestamp())
                 d[3].append(str(obj.get("ETag", "")).strip('"'))
@@ -193,16 +193,15 @@ class S3Store:
                 progress(seen)
         self._listed.add(posixpath.normpath(root))
         for head in sorted(building):
-            names, sizes, mtimes, etags = building.pop(head)
-            ordered = all(a < b for a, b in zip(names, names[1:], strict=False))  # S3 lists keys in order: no sort needed
-            files = DirFiles(names, sizes, mtimes, etags) if ordered else dir_files(names, sizes, mtimes, etags)
+            paths, sizes, mtimes, etags = building.pop(head)
             directory = f"/{bucket}/{head}" if head else f"/{bucket}"
+            files = dir_files(directory, paths, sizes, mtimes, etags, full=True)
             self._table.add(directory, files)
             yield directory, files
 
     def files(self, root: str) -> list[FileInfo]:
-        out = [FileInfo(f"{d}/{n}", f.sizes[i], f.mtimes[i], f.etags[i] if f.etags is not None else "")
-               for d, f in self.scan(root) for i, n in enumerate(f.names)]
+        out = [FileInfo(path, f.sizes[i], f.mtimes[i], f.etags[i] if f.etags is not None else "")
+               for _, f in self.scan(root) for i, path in enumerate(f.paths)]
         return sorted(out, key=lambda f: f.path)
 
     def _known(self, path: str) -> FileInfo | None:
@@ -241,8 +240,10 @@ class S3Store:
     def _cached_names(self, path: str) -> set[str]:
         """The entries directly under ``path`` that listings and requests know of."""
         head = path.rstrip("/") + "/"
-        names = {d[len(head):].split("/", 1)[0] for d in self._table.under(path) if d != path}
-        names.update(n for n in self._table.names(path) if head + n not in self._gone)
+        names = {d[len(head):].split("/", 1)[0] for d in self._table.under(path) if d != path
+                 and (not self._gone or any(p not in self._gone for p in self._table.files_in(d).paths))}
+        here = self._table.files_in(path)
+        names.update(p[len(head):] for p in (here.paths if here else []) if p not in self._gone)
         names.update(k[len(head):].split("/", 1)[0] for k in self._single if k.startswith(head))
         return names
 

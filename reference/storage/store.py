@@ -113,8 +113,7 @@ class LocalStore:
             return []
 
     def files(self, root: str) -> list[FileInfo]:
-        found = [FileInfo(os.path.join(d, n), f.sizes[i], f.mtimes[i]) for d, f in self.scan(root)
-                 for i, n in enumerate(f.names)]
+        found = [FileInfo(path, f.sizes[i], f.mtimes[i]) for _, f in self.scan(root) for i, path in enumerate(f.paths)]
         return sorted(found, key=lambda i: i.path)
 
     def scan(self, root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
@@ -130,12 +129,12 @@ class LocalStore:
         top = os.path.realpath(root)
         if os.path.isfile(top):
             st = os.stat(top)
-            yield os.path.dirname(top), dir_files([os.path.basename(top)], [st.st_size], [st.st_mtime])
+            yield os.path.dirname(top), dir_files(os.path.dirname(top), [top], [st.st_size], [st.st_mtime], full=True)
             return
         stack, seen = [top], 0
         while stack:
             directory = stack.pop()
-            names: list[str] = []
+            paths: list[str] = []
             sizes, mtimes = array("q"), array("d")
             try:
                 entries = os.scandir(directory)
@@ -149,16 +148,16 @@ class LocalStore:
                                 stack.append(entry.path)
                         elif entry.is_file(follow_symlinks=False):
                             st = entry.stat(follow_symlinks=False)
-                            names.append(entry.name)
+                            paths.append(entry.path)
                             sizes.append(st.st_size)
                             mtimes.append(st.st_mtime)
                     except OSError:  # vanished while listed
                         continue
-            if names:
-                seen += len(names)
+            if paths:
+                seen += len(paths)
                 if progress is not None:
                     progress(seen)
-                yield directory, dir_files(names, sizes, mtimes)
+                yield directory, dir_files(directory, paths, sizes, mtimes, full=True)
 
     def stat(self, path: str, fresh: bool = False) -> FileInfo | None:
         try:

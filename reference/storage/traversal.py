@@ -2,8 +2,8 @@
 table, resolving what each ``_metadata`` names, and the per-file answers, in time and memory that
 stay small on a base of millions of files.
 
-No per-file Python object outlives the step that needs it: the listing is a FileTable (names and
-numbers per directory), each referenced path is one string however many checkpoints name it,
+No per-file Python object outlives the step that needs it: the listing is a FileTable (paths and
+numbers per directory, a flag byte per file for "referenced"), each referenced path is one string however many checkpoints name it,
 directories are resolved once (``realpath``, the scope test), and "who references this shared file"
 shares one list per distinct set of checkpoints. Nothing here prints; long steps report through a
 ``progress(stage, done, total)`` callback the CLI turns into lines on stderr.
@@ -11,12 +11,16 @@ shares one list per distinct set of checkpoints. Nothing here prints; long steps
 
 from __future__ import annotations
 
+import heapq
 import os
 from collections.abc import Callable
+from itertools import groupby, repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
-from cutcheck.reference.storage.filetable import FileTable, dir_files, split
+from cutcheck.reference.storage.filetable import DirFiles, FileTable, dir_files, split
+from cutcheck.reference.storage.meta import SCOPES
 from cutcheck.reference.storage.scope import reroot
 from cutcheck.reference.storage.store import Store, within
 
@@ -39,12 +43,30 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
         return
     grouped: dict[str, tuple[list[str], list[int], list[float], list[str]]] = {}
     for info in store.files(root):  # a store without a streaming listing: its list, grouped by directory
-        head, name = split(info.path)
-        g = grouped.setdefault(head, ([], [], [], []))
-        g[0].append(name), g[1].append(info.size), g[2].append(info.mtime), g[3].append(info.etag)
-    for directory, (names, sizes, mtimes, etags) in grouped.items():
+        g = grouped.setdefault(split(info.path)[0], ([], [], [], []))
+        g[0].append(info.path), g[1].append(info.size), g[2].append(info.mtime), g[3].append(info.etag)
+    for directory, (paths, sizes, mtimes, etags) in grouped.items():
         if keep_dir(directory):
-            table.add(directory, dir_files(names, sizes, mtimes, etags))
+            table.add(directory, dir_files(directory, paths, sizes, mtimes, etags, full=True))
+
+
+class Kept:
+    """Every path some ``_metadata`` names, each as one string: a listed file is marked in the table (a byte
+    a file, the table's own string), anything else (missing, outside the listing) is kept here."""
+
+    __slots__ = ("extra", "table")
+
+    def __init__(self, table: FileTable):
+        self.table = table
+        self.extra: dict[str, str] = {}
+
+    def add(self, path: str) -> str:
+        found = self.table.find(path)
+        if found is None:
+            return self.extra.setdefault(path, path)
+        d, i = found
+        d.marks[i] = 1
+        return d.paths[i]
 
 
 class Canonical:
@@ -58,17 +80,42 @@ class Canonical:
         self.store, self.table = store, table
         self.dirs: dict[str, str] = {}
 
-    def __call__(self, ref: str) -> str:
+    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, int | None]]:
+        """(the canonical paths by scope, sorted, each the one string ``kept`` holds; the size of each, None
+        when it does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them)."""
+        by_scope: dict[str, list[str]] = {}
+        sizes: dict[str, int | None] = {}
+        for scope in SCOPES:
+            mine: set[str] = set()
+            for ref in files.get(scope, []):
+                path, found = self.one(ref)
+                if found is None:
+                    path = kept.extra.setdefault(path, path)
+                    size = size_of(self.store, path, self.table)
+                else:
+                    d, i = found
+                    d.marks[i] = 1
+                    path, size = d.paths[i], d.sizes[i]
+                mine.add(path)
+                sizes[path] = size
+            by_scope[scope] = sorted(mine)
+        return by_scope, sizes
+
+    def one(self, ref: str) -> tuple[str, tuple[DirFiles, int] | None]:
+        """(``store.realpath(store.internal(ref))``, where the table holds it or None)."""
         head, sep, name = ref.rpartition("/")
         if not sep or not head or name in ("", ".", ".."):
-            return self.store.realpath(self.store.internal(ref))
+            path = self.store.realpath(self.store.internal(ref))
+            return path, self.table.find(path)
         d = self.dirs.get(head)
         if d is None:
             d = self.dirs[head] = self.store.realpath(self.store.internal(head))
-        path = d + "/" + name if d != "/" else "/" + name
-        if self.store.is_local and not self.table.contains(path) and os.path.islink(path):
-            return os.path.realpath(path)
-        return path
+        path = ref if d == head else d + "/" + name if d != "/" else "/" + name
+        found = self.table.find(path)
+        if found is None and self.store.is_local and os.path.islink(path):
+            path = os.path.realpath(path)
+            return path, self.table.find(path)
+        return path, found
 
 
 class Within:
@@ -118,17 +165,16 @@ def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkep
 
 
 def shared_users(checkpoints: list[CheckpointInfo]) -> dict[str, list[str]]:
-    """{shared file: keys of the checkpoints that reference it}, sorted by file. Files referenced by the same
-    checkpoints share one list (a base of millions of shared files has few distinct sets): do not mutate."""
-    masks: dict[str, int] = {}
-    for bit, c in enumerate(checkpoints):
-        flag = 1 << bit
-        for path in c.files["shared"]:
-            masks[path] = masks.get(path, 0) | flag
+    """{shared file: keys of the checkpoints that reference it}, sorted by file, from one merge of the
+    checkpoints' sorted lists. Files referenced by the same checkpoints share one list (a base of millions
+    of shared files has few distinct sets): do not mutate."""
+    tagged = [zip(c.files["shared"], repeat(bit)) for bit, c in enumerate(checkpoints)]
     lists: dict[int, list[str]] = {}
     shared: dict[str, list[str]] = {}
-    for path in sorted(masks):
-        mask = masks[path]
+    for path, group in groupby(heapq.merge(*tagged), key=itemgetter(0)):
+        mask = 0
+        for _, bit in group:
+            mask |= 1 << bit
         users = lists.get(mask)
         if users is None:
             users = lists[mask] = [c.key for bit, c in enumerate(checkpoints) if mask >> bit & 1]
@@ -162,15 +208,16 @@ def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable)
         known_files |= mine
 
 
-def unreferenced(table: FileTable, kept: dict[str, str]) -> tuple[list[str], list[tuple[str, bool]]]:
-    """(the task-owned files, every listed file not in ``kept`` with whether it is task-owned)."""
+def unreferenced(table: FileTable, kept: Kept) -> tuple[list[str], list[tuple[str, bool]]]:
+    """(the task-owned files, every listed file ``kept`` does not hold, with whether it is task-owned)."""
     taskowned: list[str] = []
     loose: list[tuple[str, bool]] = []
-    for d, _ in table.directories():
+    for d, files in table.directories():
         task_dir = TASKOWNED_DIR in d.split(os.sep)
-        for path in table.paths(d):
+        marks = files.marks
+        for i, path in enumerate(files.paths):
             if task_dir:
                 taskowned.append(path)
-            if path not in kept:
+            if not marks[i] and path not in kept.extra:
                 loose.append((path, task_dir))
     return taskowned, loose
