@@ -93,11 +93,12 @@ class FileTable(Mapping[str, FileInfo]):
     # -- lookups without a FileInfo -------------------------------------------------------------
     def find(self, path: str) -> tuple[DirFiles, int] | None:
         """Where ``path`` is held: (its directory's files, its index there)."""
-        d = self._dirs.get(split(path)[0])
+        d = self._dirs.get(path.rpartition("/")[0] or "/")  # split(path)[0], inlined: called once a reference
         if d is None:
             return None
-        i = d.index(path)
-        return (d, i) if i >= 0 else None
+        paths = d.paths
+        i = bisect_left(paths, path)
+        return (d, i) if i < len(paths) and paths[i] == path else None
 
     def size(self, path: str) -> int | None:
         found = self.find(path)

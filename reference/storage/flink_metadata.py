@@ -166,6 +166,20 @@ class _Collector:
         path = _norm(raw)  # as written: what a restore reads
         self.files[scope_of(path)].add(path)
 
+    def add_files(self, paths: list[str]) -> None:
+        """``append(StateRef("file", size, p))`` for each of ``paths`` (the decoder's many-files loop)."""
+        folders, files = self.folders, self.files
+        for p in paths:
+            head, _, name = p.rpartition("/")
+            folder = folders.get(head, ()) if name not in ("", ".", "..") else None
+            if folder == ():
+                folder = folders[head] = _folder(head)
+            if folder is None:
+                path = _norm(local_path(p))
+                files[scope_of(path)].add(path)
+            else:
+                files[folder[1]].add(folder[0] + "/" + name)
+
     def refs(self, meta: FlinkMetadata, size: int) -> CheckpointRefs:
         name = os.path.basename(self.chk_dir)
         savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"

@@ -216,9 +216,11 @@ class _Decoder:
         The first entry that is anything else is left, at its start, to the field-by-field reader, which
         reads it (or fails on it) exactly as it always did. A RocksDB handle names up to millions of files."""
         src = self.src
-        data, pos, refs = src.data, src.pos, self.refs
+        data, pos = src.data, src.pos
         end = len(data)
+        paths: list[str] = []  # then one call for the lot: a sink may take plain paths (files=) without a StateRef each
         u16, i64 = _U16.unpack_from, _I64.unpack_from
+        sizes: list[int] = []
         done = 0
         while done < n and pos + 2 <= end:
             name_end = pos + 2 + u16(data, pos)[0]
@@ -230,10 +232,16 @@ class _Decoder:
             raw = data[name_end + 11:path_end]
             if not raw.isascii():
                 break
-            refs.append(StateRef("file", i64(data, name_end + 1)[0], raw.decode("ascii")))
+            sizes.append(i64(data, name_end + 1)[0])
+            paths.append(raw.decode("ascii"))
             pos = path_end
             done += 1
         src.pos = pos
+        add_files = getattr(self.refs, "add_files", None)
+        if add_files is not None:
+            add_files(paths)
+        else:
+            self.refs.extend(StateRef("file", size, path) for size, path in zip(sizes, paths, strict=True))
         if done:
             self.seen[HANDLE_NAMES[FILE]] = self.seen.get(HANDLE_NAMES[FILE], 0) + done
         return done

@@ -140,17 +140,17 @@ class LocalStore:
                 entries = os.scandir(directory)
             except OSError:
                 continue
+            add_path, add_size, add_mtime = paths.append, sizes.append, mtimes.append  # once a file: no lookups
             with entries:
                 for entry in entries:
                     try:
-                        if entry.is_dir(follow_symlinks=False):
-                            if entry.name != QUARANTINE_DIR:
-                                stack.append(entry.path)
-                        elif entry.is_file(follow_symlinks=False):
+                        if entry.is_file(follow_symlinks=False):
                             st = entry.stat(follow_symlinks=False)
-                            paths.append(entry.path)
-                            sizes.append(st.st_size)
-                            mtimes.append(st.st_mtime)
+                            add_path(entry.path)
+                            add_size(st.st_size)
+                            add_mtime(st.st_mtime)
+                        elif entry.is_dir(follow_symlinks=False) and entry.name != QUARANTINE_DIR:
+                            stack.append(entry.path)
                     except OSError:  # vanished while listed
                         continue
             if paths:

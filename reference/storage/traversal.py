@@ -140,25 +140,23 @@ class Within:
 def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkept: set[str]) -> set[str]:
     """The files among ``unkept`` that scope.reroot finds for some _metadata (``named``: its references and
     directory): ``reroot(refs, directory, [*anchors, parent], present) & unkept``, computed from the files in
-    question rather than from every tail of every reference (which costs gigabytes on a large base)."""
+    question rather than from every tail of every reference (which costs gigabytes on a large base).
+
+    Rule 2 of reroot keeps ``anchor/<tail>`` when some reference ends in ``/<tail>``: such a reference has the
+    file's name, so only references named like a file in question are looked at."""
     if not unkept:
         return set()
+    by_name: dict[str, list[str]] = {}
+    for f in unkept:
+        by_name.setdefault(f.rpartition(os.sep)[2], []).append(f)
     found: set[str] = set()
     for refs, directory in named:
-        heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
         mark = os.sep + os.path.basename(directory) + os.sep
         if any(mark in r and os.path.dirname(r) != directory for r in refs):  # rule 1: the directory was moved
             found |= reroot(refs, directory, []) & unkept
-        wanted: dict[str, list[str]] = {}  # rule 2: by name, the tails (after an anchor) of the files in question
-        for f in unkept:
-            for h in heads:
-                if f.startswith(h):
-                    wanted.setdefault(split(f)[1], []).append(f)
-                    break
-        if not wanted:
-            continue
-        for r in refs:
-            for f in wanted.get(split(r)[1], ()):
+        heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
+        for r in [r for r in refs if r.rpartition(os.sep)[2] in by_name]:
+            for f in by_name[r.rpartition(os.sep)[2]]:
                 if f not in found and any(f.startswith(h) and r.endswith(os.sep + f[len(h):]) for h in heads):
                     found.add(f)
     return found
