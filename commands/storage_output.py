@@ -22,9 +22,10 @@ PROGRESS_EVERY = 2.0  # seconds: the first line after this long, then at most on
 _BATCH = 10_000
 
 
-def progress_lines(where: str, every: float = PROGRESS_EVERY) -> Callable[[str, int, int | None], None]:
+def progress_lines(where: str, every: float | None = None) -> Callable[[str, int, int | None], None]:
     """A progress callback for reference.storage.inspection.inspect: one line on stderr at most every
-    ``every`` seconds, none for an inspection that ends sooner."""
+    ``every`` seconds (``PROGRESS_EVERY``), none for an inspection that ends sooner."""
+    every = PROGRESS_EVERY if every is None else every
     start = time.monotonic()
     last = [start]
 
