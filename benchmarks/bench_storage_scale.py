@@ -176,12 +176,18 @@ assert len(reasons) == int(sys.argv[2]), (len(reasons), sys.argv[2])
 """
 
 
-def local_figures(n: int, timeout: float, keep: bool) -> None:
-    tmp = tempfile.mkdtemp(prefix="cutcheck-bench-storage-")
+def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None) -> None:
+    tmp = reuse or tempfile.mkdtemp(prefix="cutcheck-bench-storage-")
     base = f"{tmp}/ckpts"
+    keep = keep or reuse is not None
     try:
         start = time.perf_counter()
-        shape = build_local(base, n)
+        if reuse and os.path.isdir(base):  # a base an earlier run kept (--keep): the same files, not built again
+            every, refs, orphans = layout(n, base)
+            shape = {"files": len(every) + len(refs), "orphans": len(orphans),
+                     "referenced": len({f for files in refs.values() for f in files})}
+        else:
+            shape = build_local(base, n)
         common = {"n": n, **shape, "layout": f"{CHECKPOINTS} incremental checkpoints, {int(REFERENCED * 100)} % referenced"}
         print(json.dumps({"figure": "build", "seconds": round(time.perf_counter() - start, 1), **common}), flush=True)
         find_wc(base)  # the same warm cache for every figure
@@ -270,11 +276,12 @@ def main() -> None:
     ap.add_argument("--s3-max", type=int, default=100_000, help="largest base put on the S3 server")
     ap.add_argument("--local", action=argparse.BooleanOptionalAction, default=True, help="measure the local figures")
     ap.add_argument("--keep", action="store_true", help="keep the local bases (their paths are printed)")
+    ap.add_argument("--reuse", help="a directory an earlier --keep run printed: measure its base again (one size)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     if args.local:
         for n in sizes:
-            local_figures(n, args.timeout, args.keep)
+            local_figures(n, args.timeout, args.keep, args.reuse)
     if args.s3:
         s3_figures([n for n in sizes if n <= args.s3_max])
 

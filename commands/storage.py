@@ -12,7 +12,7 @@ from typing import Any
 import typer
 
 from cutcheck.commands.common import app, out, table, user_errors, write_json
-from cutcheck.commands.storage_output import print_rows, progress_lines, relative
+from cutcheck.commands.storage_output import labeller, print_rows, progress_lines, relative, sizer
 from cutcheck.model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
@@ -88,9 +88,6 @@ def _label(path: str, root: str, job: str | None = None, uri: Callable[[str], st
 
 
 def _file_size(listing: Any, path: str) -> int | None:
-    listed = listing.infos.size(path) if hasattr(listing.infos, "size") else None  # a FileTable: no FileInfo made
-    if listed is not None:
-        return int(listed)
     info = listing.infos.get(path) or listing.store.stat(path)
     return None if info is None else info.size
 
@@ -150,8 +147,9 @@ def storage_ls(
     if listing.shared:
         by_path = {c.key: name(c.path) for c in listing.checkpoints}
         users = functools.lru_cache(maxsize=None)(lambda keys: ", ".join(by_path[k] for k in keys))
+        size, label, shown = sizer(listing, _file_size), labeller(listing, name), functools.lru_cache(4096)(_bytes)
         print_rows("shared files", ["file", "size", "referenced by"],
-                   ([name(f), _bytes(sz) if (sz := _file_size(listing, f)) is not None else "missing", users(tuple(keys))]
+                   ([label(f), shown(sz) if (sz := size(f)) is not None else "missing", users(tuple(keys))]
                     for f, keys in listing.shared.items()), len(listing.shared))
     for c in listing.not_restorable:
         _say(_why_not(c, name, listing) + ".")
@@ -210,7 +208,8 @@ def storage_orphans(
                            f"{'does not exist' if c.missing else 'lies outside ' + listing.uri(listing.base)}), so nothing is "
                            f"deleted; run 'cutcheck storage ls {directory}', fix it or name its other directory with "
                            f"--keep-referenced-by, or pass --force.")
-    sizes = {f: sz for f in listing.orphans if (sz := _file_size(listing, f)) is not None}
+    size = sizer(listing, _file_size)
+    sizes = {f: sz for f in listing.orphans if (sz := size(f)) is not None}
     reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
     batch = quarantine(listing, reasons, min_age=age) if delete else None
     shown = [m.original for m in batch.files] if batch else listing.orphans

@@ -68,3 +68,25 @@ def relative(path: str, root: str, uri: Callable[[str], str]) -> str:
     it is called once a file), else the path as the user reads it."""
     head = root.rstrip(os.sep) + os.sep
     return path[len(head):] if path.startswith(head) else uri(path)
+
+
+def sizer(listing: Any, slow: Callable[[Any, str], int | None]) -> Callable[[str], int | None]:
+    """The size of a file of ``listing`` (``slow(listing, path)`` for a file the listing does not hold), for files
+    asked for in sorted order: through the file table's Cursor, a step a file instead of a search."""
+    cursor = listing.infos.cursor() if hasattr(listing.infos, "cursor") else None
+
+    def size(path: str) -> int | None:
+        found = cursor.find(path) if cursor is not None else None
+        return int(found[0].sizes[found[1]]) if found is not None else slow(listing, path)
+
+    return size
+
+
+def labeller(listing: Any, name: Callable[[str], str]) -> Callable[[str], str]:
+    """``name`` (commands.storage._namer's) for many paths: a path under the one job directory is cut by slicing."""
+    jobs = {c.job for c in listing.checkpoints if c.kind == "checkpoint"}
+    if len(jobs) != 1:
+        return name
+    head = os.path.join(listing.root, jobs.pop()) + os.sep
+    cut = len(head)
+    return lambda path: path[cut:] if path.startswith(head) and path != head else name(path)

@@ -92,6 +92,7 @@ from cutcheck.reference.storage.traversal import (
     Kept,
     Progress,
     Within,
+    checkpoint_size,
     fresh_mtime,
     new_sizes,
     rerooted_files,
@@ -333,18 +334,11 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         named.append(([p for paths in by_scope.values() for p in paths], directory))
         if meta not in own:
             continue
-        size, missing, outside = refs.metadata_bytes, [], []
-        for p, sz in sizes.items():
-            if sz is None:
-                missing.append(p)
-                continue
-            size += sz
-            if not in_scope(p):
-                outside.append(p)
+        size, missing, outside = checkpoint_size(by_scope, sizes, in_scope)
         del sizes
         key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
-        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, size, 0, by_scope,
-                                          refs.inlined_bytes, sorted(missing), sorted(outside)))
+        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, refs.metadata_bytes + size, 0,
+                                          by_scope, refs.inlined_bytes, missing, outside))
     if progress is not None:
         progress("read", len(everything), len(everything))
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 import heapq
 import os
+from array import array
 from collections.abc import Callable
 from itertools import groupby, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
-from cutcheck.reference.storage.filetable import DirFiles, FileTable, dir_files, split
+from cutcheck.reference.storage.filetable import FileTable, dir_files, split
 from cutcheck.reference.storage.meta import SCOPES
 from cutcheck.reference.storage.scope import reroot
 from cutcheck.reference.storage.store import Store, within
@@ -80,42 +81,77 @@ class Canonical:
         self.store, self.table = store, table
         self.dirs: dict[str, str] = {}
 
-    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, int | None]]:
-        """(the canonical paths by scope, sorted, each the one string ``kept`` holds; the size of each, None
-        when it does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them)."""
+    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array]]:
+        """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
+        a file that does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them).
+        Each scope is looked up in sorted order through a Cursor: a step or two a reference, no binary search."""
         by_scope: dict[str, list[str]] = {}
-        sizes: dict[str, int | None] = {}
+        sizes: dict[str, array] = {}
         for scope in SCOPES:
-            mine: set[str] = set()
-            for ref in files.get(scope, []):
-                path, found = self.one(ref)
-                if found is None:
-                    path = kept.extra.setdefault(path, path)
-                    size = size_of(self.store, path, self.table)
-                else:
-                    d, i = found
-                    d.marks[i] = 1
-                    path, size = d.paths[i], d.sizes[i]
-                mine.add(path)
-                sizes[path] = size
-            by_scope[scope] = sorted(mine)
+            canon = {self.one(ref) for ref in files.get(scope, [])}
+            paths, found_sizes, links = self._look_up(canon, kept, self.store.is_local)
+            if links:  # rare (Flink writes no links): again, with the links resolved
+                canon = (canon - set(links)) | {os.path.realpath(p) for p in links}
+                paths, found_sizes, _ = self._look_up(canon, kept, False)
+            by_scope[scope], sizes[scope] = paths, found_sizes
         return by_scope, sizes
 
-    def one(self, ref: str) -> tuple[str, tuple[DirFiles, int] | None]:
-        """(``store.realpath(store.internal(ref))``, where the table holds it or None)."""
+    def _look_up(self, canon: set[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
+        """(``canon`` sorted, as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
+        symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
+        may be, and then it resolves further). Marks what it finds listed."""
+        cursor = self.table.cursor()
+        paths: list[str] = []
+        found_sizes = array("q")
+        links: list[str] = []
+        for path in sorted(canon):
+            found = cursor.find(path)
+            if found is None:
+                if check_links and os.path.islink(path):
+                    links.append(path)
+                    continue
+                paths.append(kept.extra.setdefault(path, path))
+                size = size_of(self.store, path, self.table)
+                found_sizes.append(-1 if size is None else size)
+            else:
+                d, i = found
+                d.marks[i] = 1
+                paths.append(d.paths[i])
+                found_sizes.append(d.sizes[i])
+        return paths, found_sizes, links
+
+    def one(self, ref: str) -> str:
+        """``store.realpath(store.internal(ref))``, but for a symbolic link as the last component (see ``resolve``)."""
         head, sep, name = ref.rpartition("/")
         if not sep or not head or name in ("", ".", ".."):
-            path = self.store.realpath(self.store.internal(ref))
-            return path, self.table.find(path)
+            return self.store.realpath(self.store.internal(ref))
         d = self.dirs.get(head)
         if d is None:
             d = self.dirs[head] = self.store.realpath(self.store.internal(head))
-        path = ref if d == head else d + "/" + name if d != "/" else "/" + name
-        found = self.table.find(path)
-        if found is None and self.store.is_local and os.path.islink(path):
-            path = os.path.realpath(path)
-            return path, self.table.find(path)
-        return path, found
+        return ref if d == head else d + "/" + name if d != "/" else "/" + name
+
+
+def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array],
+                    in_scope: Callable[[str], bool]) -> tuple[int, list[str], list[str]]:
+    """(the bytes of the files that exist, the files that do not, those outside the scope), each file counted
+    once even when two scopes name it."""
+    largest = max(by_scope, key=lambda sc: len(by_scope[sc]))
+    others: set[str] = set()
+    total, missing, outside = 0, [], []
+    for scope in sorted(by_scope, key=lambda sc: sc == largest):  # the small scopes first, remembered
+        remember = scope != largest
+        for path, size in zip(by_scope[scope], sizes[scope], strict=True):
+            if path in others:
+                continue
+            if remember:
+                others.add(path)
+            if size < 0:
+                missing.append(path)
+                continue
+            total += size
+            if not in_scope(path):
+                outside.append(path)
+    return total, sorted(missing), sorted(outside)
 
 
 class Within:
@@ -197,13 +233,19 @@ def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
 
 
 def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable) -> None:
+    """Each checkpoint's ``new_size``: its _metadata and the files no older checkpoint of its job references."""
     seen: dict[str, set[str]] = {}
     for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
-        known_files = seen.setdefault(c.job, set())
-        mine = {f for fs in c.files.values() for f in fs}
-        c.new_size = (size_of(store, os.path.join(c.path, METADATA), table) or 0) + sum(
-            size_of(store, f, table) or 0 for f in mine - known_files)
-        known_files |= mine
+        known = seen.setdefault(c.job, set())
+        total = size_of(store, os.path.join(c.path, METADATA), table) or 0
+        for files in c.files.values():
+            cursor = table.cursor()
+            for f in files:
+                if f not in known:
+                    known.add(f)
+                    found = cursor.find(f)
+                    total += found[0].sizes[found[1]] if found is not None else size_of(store, f, table) or 0
+        c.new_size = total
 
 
 def unreferenced(table: FileTable, kept: Kept) -> tuple[list[str], list[tuple[str, bool]]]:

@@ -144,11 +144,15 @@ def test_random_layouts(tmp_path: Path, seed: int) -> None:
         for chk in sorted((base / job).glob("chk-*")):
             refs: list[str] = []
             for f in rng.sample(every, min(len(every), rng.randint(1, 8))):
-                form = rng.choice(["abs", "rel", "moved", "link", "missing"])
+                form = rng.choice(["abs", "rel", "moved", "link", "filelink", "missing"])
                 if form == "abs":
                     refs.append(str(f))
                 elif form == "rel":
                     refs.append(os.path.relpath(f, chk))
+                elif form == "filelink":  # a link as the last component resolves to its target
+                    link = chk / f"ln-{rng.getrandbits(32)}"
+                    os.symlink(f, link)
+                    refs.append(str(link))
                 elif form == "moved":
                     refs.append(str(old_place / f.relative_to(base)))
                 elif form == "link" and (base / jobs[0] / "shared-link").exists() and f.parent.name == "shared" \
