@@ -52,8 +52,10 @@ def dir_files(directory: str, names: Sequence[str], sizes: Sequence[int], mtimes
     if all(a < b for a, b in zip(paths, paths[1:], strict=False)):  # often already in order (S3 lists so)
         return DirFiles(paths, array("q", sizes), array("d", mtimes), list(etags) if etags is not None else None)
     order = sorted(range(len(paths)), key=paths.__getitem__)
-    return DirFiles([paths[i] for i in order], array("q", [sizes[i] for i in order]),
-                    array("d", [mtimes[i] for i in order]), [etags[i] for i in order] if etags is not None else None)
+    # Arrays filled from iterators: no list of a million int or float objects on the way.
+    return DirFiles(list(map(paths.__getitem__, order)), array("q", map(sizes.__getitem__, order)),
+                    array("d", map(mtimes.__getitem__, order)),
+                    list(map(etags.__getitem__, order)) if etags is not None else None)
 
 
 def split(path: str) -> tuple[str, str]:

@@ -147,7 +147,7 @@ class _Collector:
 
     def __init__(self, chk_dir: str):
         self.chk_dir = chk_dir
-        self.files: dict[str, set[str]] = {scope: set() for scope in SCOPES}
+        self.files: dict[str, list[str]] = {scope: [] for scope in SCOPES}  # repeats go when sorted (no set: memory)
         self.inlined = 0
         self.folders: dict[str, tuple[str, str] | None] = {}  # a directory as written -> (as read, its files' scope)
 
@@ -160,11 +160,11 @@ class _Collector:
         if folder == ():
             folder = self.folders[head] = _folder(head)
         if folder is not None:  # the same answer as below, with the directory's part worked out once
-            self.files[folder[1]].add(folder[0] + "/" + name)
+            self.files[folder[1]].append(folder[0] + "/" + name)
             return
         raw = os.path.join(self.chk_dir, ref.path) if ref.kind == "relative" else local_path(ref.path)
         path = _norm(raw)  # as written: what a restore reads
-        self.files[scope_of(path)].add(path)
+        self.files[scope_of(path)].append(path)
 
     def add_files(self, paths: list[str]) -> None:
         """``append(StateRef("file", size, p))`` for each of ``paths`` (the decoder's many-files loop)."""
@@ -176,15 +176,15 @@ class _Collector:
                 folder = folders[head] = _folder(head)
             if folder is None:
                 path = _norm(local_path(p))
-                files[scope_of(path)].add(path)
+                files[scope_of(path)].append(path)
             else:
-                files[folder[1]].add(folder[0] + "/" + name)
+                files[folder[1]].append(folder[0] + "/" + name)
 
     def refs(self, meta: FlinkMetadata, size: int) -> CheckpointRefs:
         name = os.path.basename(self.chk_dir)
         savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"
         job = os.path.basename(os.path.dirname(self.chk_dir)) if name.startswith("chk-") else ""
-        files = {scope: sorted(self.files.pop(scope)) for scope in SCOPES}
+        files = {scope: _sorted_once(self.files.pop(scope)) for scope in SCOPES}
         return CheckpointRefs(meta.checkpoint_id, "savepoint" if savepoint else "checkpoint", job, self.chk_dir,
                               files, inlined_bytes=self.inlined, metadata_bytes=size)
 
@@ -201,6 +201,12 @@ def refs_of_bytes(data: bytes, chk_dir: str, source: str) -> CheckpointRefs:
     """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once."""
     collector = _Collector(chk_dir)
     return collector.refs(decode(data, source, sink=collector), len(data))
+
+
+def _sorted_once(paths: list[str]) -> list[str]:
+    """``sorted(set(paths))``, sorting in place and dropping repeats, without a set of every path."""
+    paths.sort()
+    return [p for i, p in enumerate(paths) if not i or p != paths[i - 1]]
 
 
 def _folder(head: str) -> tuple[str, str] | None:

@@ -317,6 +317,8 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         kept.add(m)
     named: list[tuple[list[str], str]] = []  # (what a _metadata references, its directory): for re-rooting
     canonical = Canonical(store, table)
+    aligned: dict[str, dict[str, Any]] = {}  # per checkpoint, the sizes of its files (for new_size)
+    loose_scope = not all(in_scope(join(d, "x")) for d, _ in table.directories())  # never, as _gather lists
     own = set(metas)
     everything = [*metas, *others]
     for done, meta in enumerate(everything):
@@ -334,15 +336,16 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
         named.append(([p for paths in by_scope.values() for p in paths], directory))
         if meta not in own:
             continue
-        size, missing, outside = checkpoint_size(by_scope, sizes, in_scope)
-        del sizes
+        size, missing, outside = checkpoint_size(by_scope, sizes, in_scope, None if loose_scope else canonical.unlisted)
         key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
+        aligned[key] = sizes
         checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, refs.metadata_bytes + size, 0,
                                           by_scope, refs.inlined_bytes, missing, outside))
     if progress is not None:
         progress("read", len(everything), len(everything))
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
-    new_sizes(checkpoints, store, table)
+    new_sizes(checkpoints, store, table, aligned)
+    del aligned
     taskowned, unkept = unreferenced(table, kept)
     del kept
     anchors = [target.base, *lifted, *data_roots]

@@ -75,11 +75,12 @@ class Canonical:
     resolving each directory once: the last component of a path is never a symbolic link that needs
     resolving when the file was listed (listings follow none), so only unlisted files are looked at."""
 
-    __slots__ = ("dirs", "store", "table")
+    __slots__ = ("dirs", "store", "table", "unlisted")
 
     def __init__(self, store: Store, table: FileTable):
         self.store, self.table = store, table
         self.dirs: dict[str, str] = {}
+        self.unlisted: set[str] = set()  # files that exist but were not listed (outside the data roots)
 
     def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array]]:
         """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
@@ -88,23 +89,26 @@ class Canonical:
         by_scope: dict[str, list[str]] = {}
         sizes: dict[str, array] = {}
         for scope in SCOPES:
-            canon = {self.one(ref) for ref in files.get(scope, [])}
+            named = [self.one(ref) for ref in files.get(scope, [])]
+            # Readers give each scope sorted and without repeats, and the mapping keeps that order when it changes
+            # nothing (the usual case): then no set and no sort of hundreds of thousands of paths.
+            canon = named if all(a < b for a, b in zip(named, named[1:], strict=False)) else sorted(set(named))
             paths, found_sizes, links = self._look_up(canon, kept, self.store.is_local)
             if links:  # rare (Flink writes no links): again, with the links resolved
-                canon = (canon - set(links)) | {os.path.realpath(p) for p in links}
+                canon = sorted((set(canon) - set(links)) | {os.path.realpath(p) for p in links})
                 paths, found_sizes, _ = self._look_up(canon, kept, False)
             by_scope[scope], sizes[scope] = paths, found_sizes
         return by_scope, sizes
 
-    def _look_up(self, canon: set[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
-        """(``canon`` sorted, as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
+    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
+        """(``canon`` (sorted, no repeats), as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
         symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
         may be, and then it resolves further). Marks what it finds listed."""
         cursor = self.table.cursor()
         paths: list[str] = []
         found_sizes = array("q")
         links: list[str] = []
-        for path in sorted(canon):
+        for path in canon:
             found = cursor.find(path)
             if found is None:
                 if check_links and os.path.islink(path):
@@ -113,6 +117,8 @@ class Canonical:
                 paths.append(kept.extra.setdefault(path, path))
                 size = size_of(self.store, path, self.table)
                 found_sizes.append(-1 if size is None else size)
+                if size is not None:
+                    self.unlisted.add(path)
             else:
                 d, i = found
                 d.marks[i] = 1
@@ -131,10 +137,11 @@ class Canonical:
         return ref if d == head else d + "/" + name if d != "/" else "/" + name
 
 
-def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array],
-                    in_scope: Callable[[str], bool]) -> tuple[int, list[str], list[str]]:
+def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array], in_scope: Callable[[str], bool],
+                    unlisted: set[str] | None) -> tuple[int, list[str], list[str]]:
     """(the bytes of the files that exist, the files that do not, those outside the scope), each file counted
-    once even when two scopes name it."""
+    once even when two scopes name it. Only ``unlisted`` files (all, when None) can be outside: a listed file lies
+    under a data root, and every data root lies in the scope (inspection checks that once a directory)."""
     largest = max(by_scope, key=lambda sc: len(by_scope[sc]))
     others: set[str] = set()
     total, missing, outside = 0, [], []
@@ -149,7 +156,7 @@ def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array],
                 missing.append(path)
                 continue
             total += size
-            if not in_scope(path):
+            if (unlisted is None or path in unlisted) and not in_scope(path):
                 outside.append(path)
     return total, sorted(missing), sorted(outside)
 
@@ -184,15 +191,15 @@ def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkep
         return set()
     by_name: dict[str, list[str]] = {}
     for f in unkept:
-        by_name.setdefault(f.rpartition(os.sep)[2], []).append(f)
+        by_name.setdefault(f[f.rfind(os.sep) + 1:], []).append(f)
     found: set[str] = set()
     for refs, directory in named:
         mark = os.sep + os.path.basename(directory) + os.sep
         if any(mark in r and os.path.dirname(r) != directory for r in refs):  # rule 1: the directory was moved
             found |= reroot(refs, directory, []) & unkept
         heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
-        for r in [r for r in refs if r.rpartition(os.sep)[2] in by_name]:
-            for f in by_name[r.rpartition(os.sep)[2]]:
+        for r in [r for r in refs if r[r.rfind(os.sep) + 1:] in by_name]:
+            for f in by_name[r[r.rfind(os.sep) + 1:]]:
                 if f not in found and any(f.startswith(h) and r.endswith(os.sep + f[len(h):]) for h in heads):
                     found.add(f)
     return found
@@ -232,19 +239,19 @@ def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
     return float("inf") if mtime is None else mtime  # vanished or unreadable: never called an orphan
 
 
-def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable) -> None:
-    """Each checkpoint's ``new_size``: its _metadata and the files no older checkpoint of its job references."""
+def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable,
+              sizes: dict[str, dict[str, array]]) -> None:
+    """Each checkpoint's ``new_size``: its _metadata and the files no older checkpoint of its job references
+    (``sizes``: by checkpoint key, per scope the sizes aligned with ``files``, -1 for a file that does not exist)."""
     seen: dict[str, set[str]] = {}
     for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
         known = seen.setdefault(c.job, set())
         total = size_of(store, os.path.join(c.path, METADATA), table) or 0
-        for files in c.files.values():
-            cursor = table.cursor()
-            for f in files:
+        for scope, files in c.files.items():
+            for f, size in zip(files, sizes[c.key][scope], strict=True):
                 if f not in known:
                     known.add(f)
-                    found = cursor.find(f)
-                    total += found[0].sizes[found[1]] if found is not None else size_of(store, f, table) or 0
+                    total += max(size, 0)
         c.new_size = total
 
 
