@@ -150,6 +150,17 @@ class FileTable(Mapping[str, FileInfo]):
     def __len__(self) -> int:
         return self._count
 
+    def items(self) -> Iterator[tuple[str, FileInfo]]:  # type: ignore[override]
+        """(path, FileInfo) in ``__iter__``'s order, walking the arrays (no lookup a file)."""
+        for directory in sorted(self._dirs, key=lambda d: d.rstrip("/") + "/"):
+            d = self._dirs[directory]
+            etags = d.etags
+            for i, path in enumerate(d.paths):
+                yield path, FileInfo(path, d.sizes[i], d.mtimes[i], etags[i] if etags is not None else "")
+
+    def values(self) -> Iterator[FileInfo]:  # type: ignore[override]
+        return (info for _, info in self.items())
+
 
 class Cursor:
     """``FileTable.find`` for paths asked for in increasing order (a sorted list of references, a sorted

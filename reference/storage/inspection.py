@@ -14,7 +14,8 @@ checkpoints (``_metadata`` read through PyFlink's Java gateway) can produce the 
         missing    referenced files that do not exist
         outside    referenced files that exist, but outside ``scope``
         restorable neither: every file resolves, inside the storage being inspected
-      shared:     {shared file: [keys of the checkpoints that reference it]}
+      shared:     {shared file: [keys of the checkpoints that reference it]} (files referenced by the same
+                  checkpoints share one list: read, never mutate)
       orphans:    files under root (and the entropy roots) nothing keeps, older than min_age
       too_young:  files nothing keeps but modified less than min_age ago (never orphans)
       taskowned:  files in taskowned/ (owned by tasks, never called orphans)
@@ -43,6 +44,10 @@ The orphan rule: a file under root is an orphan when it is not a ``_metadata``, 
 under the base or the keep directories references it (nor its re-rooted counterpart), it is not
 task-owned, and it is older than ``min_age``. So ``orphans`` never lists a referenced file,
 whoever wrote the checkpoint, and never one a job restored from this one in claim mode uses.
+
+Scale (reference.storage.traversal, reference.storage.filetable): one listing into a compact table (paths,
+sizes and times per directory; ``infos`` is that table, a read-only mapping), each referenced path held once,
+lookups in sorted order, no per-file object beyond the answer; ``progress`` reports long inspections.
 
 Stores (reference.storage.store): ``root`` may be a local path, ``file:/…`` or an object store's URI
 (``s3://bucket/prefix``, or any filesystem PyArrow or fsspec opens). Every path in the listing is

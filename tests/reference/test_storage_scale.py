@@ -271,6 +271,7 @@ def test_the_file_table_is_the_mapping_it_replaced() -> None:
         table.add(f"/b/{d}", dir_files(f"/b/{d}", [i.path for i in mine], [i.size for i in mine],
                                       [i.mtime for i in mine], full=True))  # merged, each file once
     assert dict(table) == infos and len(table) == len(infos) and sorted(table) == sorted(infos)
+    assert dict(table.items()) == infos and sorted(table.values(), key=lambda i: i.path) == sorted(infos.values(), key=lambda i: i.path)
     assert "/b/x/nope" not in table and table.get("/b/x/nope") is None
     table.drop_under("/b/x")
     assert sorted(table) == sorted(p for p in infos if p.startswith("/b/z/"))
