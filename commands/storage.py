@@ -13,6 +13,7 @@ from typing import Any
 import typer
 
 from cutcheck.commands.common import app, out, table, user_errors, write_json
+from cutcheck.commands.storage_output import labeller, print_rows, progress_lines, relative, sizer
 from cutcheck.model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
@@ -77,7 +78,7 @@ def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep
         raise StorageError(f"--reader flink reads local directories only, not {directory}; use the default "
                            f"--reader python on an object store, or copy the checkpoint to a local disk first.")
     return inspect(path, _reader(reader), entropy=entropy_key or None, entropy_length=entropy_length,
-                   keep=[str(k) for k in keep or []], min_age=min_age, store=store)
+                   keep=[str(k) for k in keep or []], min_age=min_age, store=store, progress=progress_lines(directory))
 
 
 def _namer(listing: Any) -> tuple[list[str], Callable[[str], str]]:
@@ -91,7 +92,7 @@ def _label(path: str, root: str, job: str | None = None, uri: Callable[[str], st
     """A path as people read it: relative to the root, and to the job directory when there is one job."""
     if path == root:
         return os.path.basename(path)
-    rel = os.path.relpath(path, root) if path.startswith(root + os.sep) else uri(path)
+    rel = relative(path, root, uri)
     return rel[len(job) + 1:] if job and rel.startswith(job + os.sep) else rel
 
 
@@ -175,9 +176,11 @@ def storage_ls(
     out.print(table("", ["checkpoint", "size", "new", "files excl. / shared", "inlined", "status"], rows))
     if listing.shared:
         by_path = {c.key: name(c.path) for c in listing.checkpoints}
-        out.print(table("shared files", ["file", "size", "referenced by"],
-                        [[name(f), _bytes(sz) if (sz := _file_size(listing, f)) is not None else "missing",
-                          ", ".join(by_path[k] for k in keys)] for f, keys in listing.shared.items()]))
+        users = functools.lru_cache(maxsize=None)(lambda keys: ", ".join(by_path[k] for k in keys))
+        size, label, shown = sizer(listing, _file_size), labeller(listing, name), functools.lru_cache(4096)(_bytes)
+        print_rows("shared files", ["file", "size", "referenced by"],
+                   ([label(f), shown(sz) if (sz := size(f)) is not None else "missing", users(tuple(keys))]
+                    for f, keys in listing.shared.items()), len(listing.shared))
     for c in listing.not_restorable:
         _say(_why_not(c, name, listing, endpoint_url) + ".")
     for u in listing.unreadable:  # the reader's sentence: which version or handle type it does not know
@@ -191,7 +194,8 @@ def storage_ls(
          + (f", {len(listing.unreadable)} unreadable _metadata (so no orphans are named)" if listing.unreadable else "")
          + (f", {len(listing.not_restorable)} NOT RESTORABLE" if listing.not_restorable else "")
          + (f"; {note}" if note else ""))
-    write_json(json_path, listing.to_json() | {"diagnoses": _diagnoses(listing, endpoint_url)})
+    if json_path is not None:  # the JSON form of millions of files is built only when asked for
+        write_json(json_path, listing.to_json() | {"diagnoses": _diagnoses(listing, endpoint_url)})
     raise typer.Exit(1 if listing.not_restorable or listing.unreadable else 0)
 
 
@@ -253,19 +257,20 @@ def storage_orphans(
                            f"details, set each aside reversibly ({actions}"
                            f"{'; …' if len(broken) > 3 else ''}) and run this again, or pass --force.")
     candidates = [*listing.orphans, *(listing.in_progress if force else [])]
-    sizes = {f: sz for f in candidates if (sz := _file_size(listing, f)) is not None}
+    size = sizer(listing, _file_size)
+    sizes = {f: sz for f in candidates if (sz := size(f)) is not None}
     reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
     reasons |= {f: "of a checkpoint that looked in progress (--force)" for f in listing.in_progress if force}
     batch = quarantine(listing, reasons, min_age=age, dirs=listing.empty_dirs) if delete else None
     shown = [m.original for m in batch.files] if batch else listing.orphans
     _say(("moved to the quarantine" if delete else "orphans") + f" in {listing.uri(listing.root)}"
          + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
-    out.print(table("", ["file", "size", "why"], [[name(f), _bytes(sizes.get(f, 0)), reasons[f]] for f in shown]))
+    print_rows("", ["file", "size", "why"], ([name(f), _bytes(sizes.get(f, 0)), reasons[f]] for f in shown), len(shown))
     if listing.too_young:
         now = time.time()
-        out.print(table(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],
-                        [[name(f), _bytes(i.size) if (i := listing.store.stat(f)) else "gone",
-                          f"{max(0, now - i.mtime):.0f} s" if i else ""] for f in listing.too_young]))
+        print_rows(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],
+                   ([name(f), _bytes(i.size) if (i := listing.store.stat(f)) else "gone",
+                     f"{max(0, now - i.mtime):.0f} s" if i else ""] for f in listing.too_young), len(listing.too_young))
     for line in _held_back(listing, name, force=force and delete):
         _say(line + ".")
     for c in broken:

@@ -99,6 +99,7 @@ __all__ = [
     "local_path",
     "referenced_files",
     "refs_of",
+    "refs_of_bytes",
     "scope_of",
 ]
 
@@ -138,24 +139,85 @@ def scope_of(path: str) -> str:
     return "exclusive"
 
 
+class _Collector:
+    """What ``refs_of`` makes of the leaves, taken one at a time: the decoder hands each leaf here as it reads
+    it (``decode(..., sink=)``), so no list of every leaf of a large checkpoint is ever held."""
+
+    __slots__ = ("chk_dir", "files", "folders", "inlined")
+
+    def __init__(self, chk_dir: str):
+        self.chk_dir = chk_dir
+        self.files: dict[str, list[str]] = {scope: [] for scope in SCOPES}  # repeats go when sorted (no set: memory)
+        self.inlined = 0
+        self.folders: dict[str, tuple[str, str] | None] = {}  # a directory as written -> (as read, its files' scope)
+
+    def append(self, ref: StateRef) -> None:
+        if ref.path is None:
+            self.inlined += ref.size
+            return
+        head, _, name = ref.path.rpartition("/")
+        folder = self.folders.get(head, ()) if ref.kind != "relative" and name not in ("", ".", "..") else None
+        if folder == ():
+            folder = self.folders[head] = _folder(head)
+        if folder is not None:  # the same answer as below, with the directory's part worked out once
+            self.files[folder[1]].append(folder[0] + "/" + name)
+            return
+        raw = os.path.join(self.chk_dir, ref.path) if ref.kind == "relative" else local_path(ref.path)
+        path = _norm(raw)  # as written: what a restore reads
+        self.files[scope_of(path)].append(path)
+
+    def add_files(self, paths: list[str]) -> None:
+        """``append(StateRef("file", size, p))`` for each of ``paths`` (the decoder's many-files loop)."""
+        folders, files = self.folders, self.files
+        for p in paths:
+            head, _, name = p.rpartition("/")
+            folder = folders.get(head, ()) if name not in ("", ".", "..") else None
+            if folder == ():
+                folder = folders[head] = _folder(head)
+            if folder is None:
+                path = _norm(local_path(p))
+                files[scope_of(path)].append(path)
+            else:
+                files[folder[1]].append(folder[0] + "/" + name)
+
+    def refs(self, meta: FlinkMetadata, size: int) -> CheckpointRefs:
+        name = os.path.basename(self.chk_dir)
+        savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"
+        job = os.path.basename(os.path.dirname(self.chk_dir)) if name.startswith("chk-") else ""
+        files = {scope: _sorted_once(self.files.pop(scope)) for scope in SCOPES}
+        return CheckpointRefs(meta.checkpoint_id, "savepoint" if savepoint else "checkpoint", job, self.chk_dir,
+                              files, inlined_bytes=self.inlined, metadata_bytes=size)
+
+
 def refs_of(meta: FlinkMetadata, chk_dir: str, size: int) -> CheckpointRefs:
     """CheckpointRefs of decoded metadata read from ``chk_dir`` (absolute)."""
-    job_dir = os.path.dirname(chk_dir)
-    files: dict[str, set[str]] = {scope: set() for scope in SCOPES}
-    inlined = 0
+    collector = _Collector(chk_dir)
     for ref in meta.refs:
-        if ref.path is None:
-            inlined += ref.size
-            continue
-        raw = os.path.join(chk_dir, ref.path) if ref.kind == "relative" else local_path(ref.path)
-        path = _norm(raw)  # as written: what a restore reads
-        files[scope_of(path)].add(path)
-    name = os.path.basename(chk_dir)
-    savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"
-    job = os.path.basename(job_dir) if name.startswith("chk-") else ""
-    return CheckpointRefs(meta.checkpoint_id, "savepoint" if savepoint else "checkpoint", job, chk_dir,
-                          {scope: sorted(paths) for scope, paths in files.items()},
-                          inlined_bytes=inlined, metadata_bytes=size)
+        collector.append(ref)
+    return collector.refs(meta, size)
+
+
+def refs_of_bytes(data: bytes, chk_dir: str, source: str) -> CheckpointRefs:
+    """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once."""
+    collector = _Collector(chk_dir)
+    return collector.refs(decode(data, source, sink=collector), len(data))
+
+
+def _sorted_once(paths: list[str]) -> list[str]:
+    """``sorted(set(paths))``, sorting in place and dropping repeats, without a set of every path."""
+    paths.sort()
+    return [p for i, p in enumerate(paths) if not i or p != paths[i - 1]]
+
+
+def _folder(head: str) -> tuple[str, str] | None:
+    """(``_norm(local_path(head))``, the scope of a file in it) when ``_norm(local_path(head + "/" + name))`` is
+    that plus ``"/" + name`` for every plain name; None when it may not be (no absolute directory, ``//``)."""
+    if not head:
+        return None
+    base = _norm(local_path(head))
+    if not base.startswith("/") and "://" not in base or base.startswith("//") or base.endswith("/"):
+        return None
+    return base, scope_of(base + "/x")
 
 
 def referenced_files(directory: str) -> CheckpointRefs:
@@ -164,8 +226,12 @@ def referenced_files(directory: str) -> CheckpointRefs:
     path = os.path.join(chk_dir, METADATA)
     if not os.path.isfile(path):
         raise StorageError(f"{chk_dir}: no {METADATA} file; give a chk-N directory of a completed checkpoint.")
-    meta = read_metadata(path)
-    return refs_of(meta, chk_dir, os.path.getsize(path))
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise StorageError(f"{path}: cannot read it ({exc.strerror or exc}).") from None
+    return refs_of_bytes(data, chk_dir, path)
 
 
 def is_flink_metadata(path: str) -> bool:

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage.flink_metadata_stream import JavaInput
+from cutcheck.reference.storage.flink_metadata_stream import _I64, _U16, JavaInput
 
 METADATA = "_metadata"
 MAGIC = 0x4960672D
@@ -73,11 +74,11 @@ class FlinkMetadata:
 
 
 class _Decoder:
-    def __init__(self, data: bytes, source: str):
+    def __init__(self, data: bytes, source: str, sink: Any = None):
         self.src = JavaInput(data, source)
         self.source = source
         self.version = 0
-        self.refs: list[StateRef] = []
+        self.refs: Any = [] if sink is None else sink  # anything with append(StateRef)
         self.seen: dict[str, int] = {}
 
     def saw(self, code: int, names: dict[int, str] = HANDLE_NAMES) -> None:
@@ -109,7 +110,8 @@ class _Decoder:
         operators = src.count("operator states", 4)
         for _ in range(operators):
             self.operator()
-        meta = FlinkMetadata(self.version, cp, operators, self.refs, handles=self.seen)
+        meta = FlinkMetadata(self.version, cp, operators, self.refs if isinstance(self.refs, list) else [],
+                             handles=self.seen)
         if self.version >= 4:
             at = src.pos
             props = src.raw(src.remaining(), "the checkpoint properties")
@@ -171,7 +173,8 @@ class _Decoder:
                 src.i64("a checkpointed size")
             self.stream("RocksDB metadata")
             for what in ("shared RocksDB files", "private RocksDB files"):
-                for _ in range(src.count(what, 3)):
+                n = src.count(what, 3)
+                for _ in range(n - self.plain_files(n)):  # what the fast loop left: read field by field
                     src.utf("a local file name")
                     self.stream(what)
             if code == INCREMENTAL_V2:
@@ -206,6 +209,42 @@ class _Decoder:
                 src.utf("a storage identifier")
         else:
             raise self.unknown("keyed state", code, at)
+
+    def plain_files(self, n: int) -> int:
+        """Read up to ``n`` (local name, file handle) entries of an incremental handle in one tight loop,
+        while each is the common case (ASCII names, a plain FILE handle, within the buffer); return how many.
+        The first entry that is anything else is left, at its start, to the field-by-field reader, which
+        reads it (or fails on it) exactly as it always did. A RocksDB handle names up to millions of files."""
+        src = self.src
+        data, pos = src.data, src.pos
+        end = len(data)
+        paths: list[str] = []  # then one call for the lot: a sink may take plain paths (files=) without a StateRef each
+        u16, i64 = _U16.unpack_from, _I64.unpack_from
+        sizes: list[int] = []
+        done = 0
+        while done < n and pos + 2 <= end:
+            name_end = pos + 2 + u16(data, pos)[0]
+            if name_end + 11 > end or data[name_end] != FILE or not data[pos + 2:name_end].isascii():
+                break
+            path_end = name_end + 11 + u16(data, name_end + 9)[0]
+            if path_end > end:
+                break
+            raw = data[name_end + 11:path_end]
+            if not raw.isascii():
+                break
+            sizes.append(i64(data, name_end + 1)[0])
+            paths.append(raw.decode("ascii"))
+            pos = path_end
+            done += 1
+        src.pos = pos
+        add_files = getattr(self.refs, "add_files", None)
+        if add_files is not None:
+            add_files(paths)
+        else:
+            self.refs.extend(StateRef("file", size, path) for size, path in zip(sizes, paths, strict=True))
+        if done:
+            self.seen[HANDLE_NAMES[FILE]] = self.seen.get(HANDLE_NAMES[FILE], 0) + done
+        return done
 
     def key_group_offsets(self) -> None:
         self.src.i32("the first key group")
@@ -299,9 +338,10 @@ def _properties(raw: bytes) -> tuple[str | None, str | None]:
     return None, None
 
 
-def decode(data: bytes, source: str = METADATA) -> FlinkMetadata:
-    """Decode Flink ``_metadata`` bytes; ``source`` names them in errors."""
-    return _Decoder(data, source).metadata()
+def decode(data: bytes, source: str = METADATA, sink: Any = None) -> FlinkMetadata:
+    """Decode Flink ``_metadata`` bytes; ``source`` names them in errors. With ``sink`` (anything with
+    ``append``) each StateRef goes there as it is read, and the result's ``refs`` stays empty."""
+    return _Decoder(data, source, sink).metadata()
 
 
 def read_metadata(path: str) -> FlinkMetadata:

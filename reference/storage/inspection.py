@@ -14,7 +14,8 @@ checkpoints (``_metadata`` read through PyFlink's Java gateway) can produce the 
         missing    referenced files that do not exist
         outside    referenced files that exist, but outside ``scope``
         restorable neither: every file resolves, inside the storage being inspected
-      shared:     {shared file: [keys of the checkpoints that reference it]}
+      shared:     {shared file: [keys of the checkpoints that reference it]} (files referenced by the same
+                  checkpoints share one list: read, never mutate)
       orphans:    files under root (and the entropy roots) nothing keeps, older than min_age
       too_young:  files nothing keeps but modified less than min_age ago (never orphans)
       in_progress, empty_dirs, foreign: what reference.storage.guard holds back (never orphans)
@@ -45,6 +46,10 @@ under the base or the keep directories references it (nor its re-rooted counterp
 task-owned, and it is older than ``min_age``. So ``orphans`` never lists a referenced file,
 whoever wrote the checkpoint, and never one a job restored from this one in claim mode uses.
 
+Scale (reference.storage.traversal, reference.storage.filetable): one listing into a compact table (paths,
+sizes and times per directory; ``infos`` is that table, a read-only mapping), each referenced path held once,
+lookups in sorted order, no per-file object beyond the answer; ``progress`` reports long inspections.
+
 Stores (reference.storage.store): ``root`` may be a local path, ``file:/…`` or an object store's URI
 (``s3://bucket/prefix``, or any filesystem PyArrow or fsspec opens). Every path in the listing is
 then an internal POSIX path (``/bucket/key``), shown with ``listing.uri``; sizes and modification
@@ -61,32 +66,45 @@ store the prefix above the marker is listed once and its keys sorted into the ra
 
 from __future__ import annotations
 
-import copy
 import json
 import os
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import (
     METADATA,
-    TASKOWNED_DIR,
     remove_marker,
 )
+from cutcheck.reference.storage.filetable import FileTable, join
 from cutcheck.reference.storage.guard import DataScope, empty_checkpoint_dirs, orphan_reason
-from cutcheck.reference.storage.meta import SCOPES, CheckpointRefs, referenced_files
+from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
 from cutcheck.reference.storage.scope import (
     context_metadata,
     inside,
     keep_metadata,
     locate,
     require_metadata,
-    reroot,
 )
-from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store, within
+from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store
+from cutcheck.reference.storage.traversal import (
+    Canonical,
+    Kept,
+    Progress,
+    Within,
+    checkpoint_size,
+    fresh_json,
+    fresh_mtime,
+    json_uris,
+    new_sizes,
+    rerooted_files,
+    scan_into,
+    shared_users,
+    unreferenced,
+)
 
 Reader = Callable[[str], CheckpointRefs]
 
@@ -130,7 +148,7 @@ class CheckpointListing:
     foreign: dict[str, str] = field(default_factory=dict)  # entropy-shaped roots not taken: root -> its _metadata
     context_files: dict[str, list[str]] = field(default_factory=dict)  # other _metadata's directory -> its files
     store: Store = field(default=LOCAL, repr=False, compare=False)  # where the paths live (internal paths)
-    infos: dict[str, FileInfo] = field(default_factory=dict, repr=False, compare=False)  # every file listed
+    infos: Mapping[str, FileInfo] = field(default_factory=FileTable, repr=False, compare=False)  # every file listed
 
     @property
     def referenced(self) -> set[str]:
@@ -152,21 +170,12 @@ class CheckpointListing:
         return self.store.uri(path)
 
     def to_json(self) -> dict[str, Any]:
-        data = {name: copy.deepcopy(getattr(self, name)) for name in self.__dataclass_fields__
-                if name not in ("store", "infos", "context_files")}
-        data["checkpoints"] = [asdict(c) | {"restorable": c.restorable} for c in self.checkpoints]
-        return data if self.store.is_local else _uris(data, self.store)
-
-
-def _uris(value: Any, store: Store) -> Any:
-    """Every internal path in a JSON value shown as its URI."""
-    if isinstance(value, str):
-        return store.uri(value) if value.startswith("/") else value
-    if isinstance(value, list):
-        return [_uris(v, store) for v in value]
-    if isinstance(value, dict):
-        return {_uris(k, store): _uris(v, store) for k, v in value.items()}
-    return value
+        """Plain JSON values, fresh containers (the listing's own are never handed out)."""
+        data = {name: fresh_json(getattr(self, name)) for name in self.__dataclass_fields__
+                if name not in ("store", "infos", "checkpoints", "context_files")}
+        data["checkpoints"] = [{name: fresh_json(getattr(c, name)) for name in c.__dataclass_fields__}
+                               | {"restorable": c.restorable} for c in self.checkpoints]
+        return data if self.store.is_local else json_uris(data, self.store)
 
 
 def entropy_roots(root: str, key: str | None, length: int = 4) -> tuple[str, list[str]]:
@@ -191,31 +200,40 @@ def _marker_pattern(root: str, key: str, length: int) -> tuple[str, re.Pattern[s
     return parent, re.compile(re.escape(prefix) + f"[A-Za-z0-9]{{{length}}}" + re.escape(suffix) + r"\Z"), rest
 
 
-def _gather(store: Store, root: str, key: str | None, length: int) -> tuple[str, list[str], list[FileInfo]]:
+def _gather(store: Store, root: str, key: str | None, length: int,
+            progress: Progress | None = None) -> tuple[str, list[str], FileTable]:
     """(the metadata root, the data roots, every file under them) on any store.
 
-    Locally as ``entropy_roots`` then a walk of each root. On an object store one paginated listing:
+    Locally as ``entropy_roots`` then a scan of each root. On an object store one paginated listing:
     of the root, or with the marker of the prefix above it, whose keys are sorted into the random
     prefixes (one listing, however many random prefixes there are)."""
+    table = FileTable()
     if store.is_local:
         meta_root, data_roots = entropy_roots(root, key, length)
-        infos = {i.path: i for r in data_roots for i in store.files(r) if inside(i.path, r)}
-        return meta_root, data_roots, [infos[p] for p in sorted(infos)]
+        for r in data_roots:
+            scan_into(table, store, r, progress, lambda d, r=r: inside(d, r))
+        return meta_root, data_roots, table
     if not key or key not in root:
-        return root, [root], store.files(root)
+        scan_into(table, store, root, progress)
+        return root, [root], table
     meta_root = remove_marker(root, key)
     parent, pattern, rest = _marker_pattern(root, key, length)
     roots: set[str] = {meta_root}
-    kept: list[FileInfo] = []
-    for info in store.files(parent):
-        name = info.path[len(parent):].lstrip("/").split("/", 1)[0]
+
+    def keep_dir(directory: str) -> bool:
+        if inside(directory, meta_root):
+            return True
+        name = directory[len(parent):].lstrip("/").split("/", 1)[0] if inside(directory, parent) else ""
+        if not name:
+            return False
         candidate = os.path.join(parent, name, rest) if rest else os.path.join(parent, name)
-        if inside(info.path, meta_root):
-            kept.append(info)
-        elif pattern.match(name) and inside(info.path, candidate) and info.path != candidate:
+        if pattern.match(name) and inside(directory, candidate):
             roots.add(candidate)
-            kept.append(info)
-    return meta_root, [meta_root, *sorted(roots - {meta_root})], kept
+            return True
+        return False
+
+    scan_into(table, store, parent, progress, keep_dir)
+    return meta_root, [meta_root, *sorted(roots - {meta_root})], table
 
 
 def _store_reader(store: Store, reader: Reader) -> Reader:
@@ -230,9 +248,9 @@ def _store_reader(store: Store, reader: Reader) -> Reader:
         if data is None:
             raise StorageError(f"{store.uri(directory)}: no {METADATA} object; give a chk-N of a completed checkpoint.")
         if data[:4] == bytes.fromhex("4960672d"):
-            from cutcheck.reference.storage.flink_metadata import decode, refs_of
+            from cutcheck.reference.storage.flink_metadata import refs_of_bytes
 
-            refs = refs_of(decode(data, store.uri(path)), store.uri(directory), len(data))
+            refs = refs_of_bytes(data, store.uri(directory), store.uri(path))
             refs.files = {sc: sorted({store.internal(p) for p in ps}) for sc, ps in refs.files.items()}
             refs.path = directory
             return refs
@@ -261,11 +279,12 @@ def _keep_path(store: Store, keep: str) -> str:
 
 def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
             entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
-            now: float | None = None, store: Store | None = None) -> CheckpointListing:
+            now: float | None = None, store: Store | None = None, progress: Progress | None = None) -> CheckpointListing:
     """The listing of the directory given (see the module docstring); ``keep`` are --keep-referenced-by
     directories, and files modified less than ``min_age`` seconds ago are "too young", never orphans.
     ``root`` is a local path, ``file:/…``, or a URI of an object store (``store`` opened from it when not given,
-    then ``root`` is read as an internal path of that store)."""
+    then ``root`` is read as an internal path of that store). ``progress(stage, done, total)`` is called as a
+    long inspection goes: "listed" files (total None), then "read" _metadata (of total)."""
     if store is None:
         store, start = open_store(str(root))
     else:
@@ -273,36 +292,42 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     if store.is_local:
         start = os.fspath(start)
     start = start.rstrip("/") or "/"  # "ckpts/" and "ckpts" are one directory
-    meta_root, data_roots, infos = _gather(store, start, entropy, entropy_length)
+    meta_root, data_roots, table = _gather(store, start, entropy, entropy_length, progress)
     if not store.isdir(meta_root):
         raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
                            f"job directory or a chk-N directory.")
     target = locate(meta_root, store)
-    meta_mtime = {i.path: i.mtime for i in infos if os.path.basename(i.path) == METADATA and inside(i.path, meta_root)}
-    metas = list(meta_mtime)
+    metas = sorted(join(d, METADATA) for d, f in table.directories()
+                   if inside(d, meta_root) and f.index(join(d, METADATA)) >= 0)
+    meta_mtime = {m: table.mtime(m) or 0.0 for m in metas}
     require_metadata(target, metas, store)
     # Policy (reference.storage.guard): of the entropy-shaped roots, only those without _metadata of
     # their own, and of them only the files at checkpoint paths of this storage's jobs.
     lifted = sorted({_lift(r, meta_root, target.base) for r in data_roots})
-    data_scope = DataScope.build(meta_root, data_roots, (i.path for i in infos), metas, meta_mtime)
-    infos = [i for i in infos if data_scope.accepts(i.path)]
+    data_scope = DataScope.build(meta_root, data_roots, iter(table), metas, meta_mtime)
+    table.keep_only(data_scope.accepts, unless_under=meta_root)
     data_roots = data_scope.roots
-    files = [i.path for i in infos]
-    info_of = {i.path: i for i in infos}
     keep_dirs = [_keep_path(store, str(k)) for k in keep]
     scope = sorted({*lifted, *keep_dirs})
-    scope_set = set(scope)
+    in_scope = Within(set(scope))
     others = [*context_metadata(target, store), *(m for k in keep_dirs for m in keep_metadata(k, store))]
     read_refs = _store_reader(store, reader)
     checkpoints: list[CheckpointInfo] = []
     context_files: dict[str, list[str]] = {}
     unreadable: list[str] = []
     why_unreadable: dict[str, str] = {}
-    kept: set[str] = {*metas, *others}
-    candidates: set[str] = set()
-    present = set(files)
-    anchors = [target.base, *lifted, *data_roots]
-    for meta in [*metas, *others]:
+    kept = Kept(table)  # every path some _metadata names (and the _metadata themselves), each string once
+    for m in [*metas, *others]:
+        kept.add(m)
+    named: list[tuple[list[str], str]] = []  # (what a _metadata references, its directory): for re-rooting
+    canonical = Canonical(store, table)
+    aligned: dict[str, dict[str, Any]] = {}  # per checkpoint, the sizes of its files (for new_size)
+    loose_scope = not all(in_scope(join(d, "x")) for d, _ in table.directories())  # never, as _gather lists
+    own = set(metas)
+    everything = [*metas, *others]
+    for done, meta in enumerate(everything):
+        if progress is not None:
+            progress("read", done, len(everything))
         directory = os.path.dirname(meta)
         try:
             refs = read_refs(directory)
@@ -310,67 +335,48 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
             unreadable.append(meta)
             why_unreadable[meta] = str(exc)
             continue
-        by_scope = {sc: sorted({store.realpath(store.internal(p)) for p in refs.files.get(sc, [])}) for sc in SCOPES}
+        by_scope, sizes = canonical.resolve(refs.files, kept)
+        refs.files = {}  # free the reader's lists before the next _metadata is read
         every = [p for paths in by_scope.values() for p in paths]
-        kept.update(every)
-        candidates |= reroot(every, directory, [*anchors, os.path.dirname(directory)], present)
-        if meta not in metas:
+        named.append((every, directory))
+        if meta not in own:
             context_files[directory] = every
             continue
-        sizes = {p: _size(store, p, info_of) for p in every}
-        missing = sorted(p for p, sz in sizes.items() if sz is None)
-        outside = sorted(p for p, sz in sizes.items() if sz is not None and not within(p, scope_set))
+        size, missing, outside = checkpoint_size(by_scope, sizes, in_scope, None if loose_scope else canonical.unlisted)
         key = os.path.relpath(directory, meta_root) if directory != meta_root else os.path.basename(directory)
-        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory,
-                                          refs.metadata_bytes + sum(sz for sz in sizes.values() if sz is not None), 0,
+        aligned[key] = sizes
+        checkpoints.append(CheckpointInfo(key, refs.id, refs.kind, refs.job, directory, refs.metadata_bytes + size, 0,
                                           by_scope, refs.inlined_bytes, missing, outside))
+    if progress is not None:
+        progress("read", len(everything), len(everything))
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
-    _new_sizes(checkpoints, store, info_of)
-    shared: dict[str, list[str]] = {}
-    for c in checkpoints:
-        for path in c.files["shared"]:
-            shared.setdefault(path, []).append(c.key)
-    rerooted = sorted((candidates & present) - kept)
-    taskowned = [f for f in files if TASKOWNED_DIR in f.split(os.sep)[:-1]]
+    new_sizes(checkpoints, store, table, aligned)
+    del aligned
+    taskowned, unkept = unreferenced(table, kept)
+    del kept
+    anchors = [target.base, *lifted, *data_roots]
+    rerooted = sorted(rerooted_files(named, anchors, {f for f, _ in unkept}))
+    del named
     orphans: list[str] = []
     young: list[str] = []
     running: list[str] = []
     if not unreadable:  # an unreadable _metadata may reference anything: then nothing is an orphan
-        skip = kept | set(rerooted) | set(taskowned)
+        skip = set(rerooted)
         limit = (time.time() if now is None else now) - min_age
-        newest = max((info_of[m].mtime for m in metas), default=0.0)
-        for f in files:
-            if f in skip:
+        newest = max(meta_mtime.values(), default=0.0)
+        for f, task_owned in unkept:
+            if task_owned or f in skip:
                 continue
-            t = _mtime(store, f, info_of)
-            if data_scope.in_progress(f, t, newest):
+            # The listed time decides "in progress" (Flink never rewrites a file, it writes new names); a fresh
+            # stat only where --min-age needs one, so that nothing is read again a file for the 0 default.
+            if data_scope.in_progress(f, table.mtime(f) or float("inf"), newest):
                 running.append(f)  # never an orphan without --force, whatever min_age says
             else:
-                (young if min_age > 0 and t > limit else orphans).append(f)
-    return CheckpointListing(meta_root, checkpoints, dict(sorted(shared.items())), orphans, taskowned, unreadable,
-                             target.base, young, others, rerooted, scope, sorted(data_roots), why_unreadable,
-                             running, empty_checkpoint_dirs(store, data_scope), dict(data_scope.refused),
-                             context_files, store, info_of)
-
-
-def _size(store: Store, path: str, known: dict[str, FileInfo]) -> int | None:
-    info = known.get(path) or store.stat(path)
-    return None if info is None else info.size
-
-
-def _mtime(store: Store, path: str, known: dict[str, FileInfo]) -> float:
-    info = known.get(path) if not store.is_local else store.stat(path)
-    return float("inf") if info is None else info.mtime  # vanished or unreadable: never called an orphan
-
-
-def _new_sizes(checkpoints: list[CheckpointInfo], store: Store, known: dict[str, FileInfo]) -> None:
-    seen: dict[str, set[str]] = {}
-    for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
-        known_files = seen.setdefault(c.job, set())
-        mine = {f for fs in c.files.values() for f in fs}
-        c.new_size = (_size(store, os.path.join(c.path, METADATA), known) or 0) + sum(
-            _size(store, f, known) or 0 for f in mine - known_files)
-        known_files |= mine
+                (young if min_age > 0 and fresh_mtime(store, f, table) > limit else orphans).append(f)
+    return CheckpointListing(meta_root, checkpoints, shared_users(checkpoints), sorted(orphans), sorted(taskowned),
+                             unreadable, target.base, sorted(young), others, rerooted, scope, sorted(data_roots),
+                             why_unreadable, sorted(running), empty_checkpoint_dirs(store, data_scope),
+                             dict(data_scope.refused), context_files, store, table)
 
 
 def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[str]:

@@ -15,11 +15,13 @@ from __future__ import annotations
 import datetime
 import os
 import posixpath
+from array import array
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage.store import QUARANTINE_DIR, S3_SCHEMES, FileInfo, split_uri, within
+from cutcheck.reference.storage.filetable import DirFiles, FileTable, dir_files
+from cutcheck.reference.storage.store import QUARANTINE_DIR, S3_SCHEMES, FileInfo, Progress, split_uri, within
 
 DELETE_BATCH = 1000  # S3 DeleteObjects takes at most 1000 keys
 T = TypeVar("T")
@@ -60,7 +62,9 @@ class S3Store:
         except ValueError as exc:
             raise StorageError(f"--endpoint-url {self.endpoint}: {exc}; give an address like "
                                f"https://s3.example.com or http://localhost:9000.") from None
-        self._info: dict[str, FileInfo] = {}
+        self._table = FileTable()  # every object listed so far
+        self._single: dict[str, FileInfo] = {}  # objects looked up one at a time (HeadObject)
+        self._gone: set[str] = set()  # objects deleted or found absent since they were listed
         self._listed: set[str] = set()
         self.requests = 0
 
@@ -141,40 +145,75 @@ class S3Store:
                 return
             token = page["NextContinuationToken"]
 
-    def _keep(self, bucket: str, obj: dict[str, Any]) -> FileInfo:
-        info = FileInfo(f"/{bucket}/{obj['Key']}", int(obj["Size"]), obj["LastModified"].timestamp(),
-                        str(obj.get("ETag", "")).strip('"'))
-        self._info[info.path] = info
-        return info
-
     # -- the door -----------------------------------------------------------------------------
     def _cached(self, path: str) -> bool:
         """Whether a listing already answers for ``path`` (never inside the quarantine, which listings skip)."""
         return within(path, self._listed) and QUARANTINE_DIR not in path.split("/")
 
-    def files(self, root: str) -> list[FileInfo]:
+    def _forget(self, root: str) -> None:
+        """Drop what earlier listings and requests said about ``root`` and everything under it."""
+        head = root.rstrip("/") + "/"
+        self._table.drop_under(root)
+        for k in [k for k in self._single if k == root or k.startswith(head)]:
+            del self._single[k]
+        self._gone = {k for k in self._gone if not (k == root or k.startswith(head))}
+
+    def scan(self, root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
+        """Every object under ``root`` (or ``root`` itself when it is an object), a directory at a time:
+        one paged ListObjectsV2 of the prefix, 1000 keys a page, no request per object. Folder markers
+        are no files; the quarantine is skipped unless ``root`` is inside it. What it lists is kept
+        (compactly, reference.storage.filetable) to answer later ``stat``/``isdir``/``listdir``."""
         bucket, key = self._split(root)
         if key:
             single = self.stat(root, fresh=True)
             if single is not None:
-                return [single]
+                yield posixpath.dirname(root), dir_files(posixpath.dirname(root), [root], [single.size], [single.mtime],
+                                                         [single.etag], full=True)
+                return
         prefix = key.rstrip("/") + "/" if key else ""
-        for k in [k for k in self._info if k == root or k.startswith(root.rstrip("/") + "/")]:
-            del self._info[k]
-        out = []
+        self._forget(root)
         scan_all = QUARANTINE_DIR in root.split("/")  # only the quarantine's own commands list inside it
+        building: dict[str, tuple[list[str], array, array, list[str]]] = {}
+        seen = 0
         for page in self._pages(root, prefix):
             for obj in page.get("Contents", []):
-                if obj["Key"].endswith("/") or (not scan_all and QUARANTINE_DIR in obj["Key"].split("/")):
+                k = obj["Key"]
+                if k.endswith("/") or (not scan_all and QUARANTINE_DIR in k.split("/")):
                     continue  # folder markers are no files; the quarantine is never scanned
-                out.append(self._keep(bucket, obj))
+                head = k.rpartition("/")[0]
+                d = building.get(head)
+                if d is None:
+                    d = building[head] = ([], array("q"), array("d"), [])
+                d[0].append(f"/{bucket}/{k}")
+                d[1].append(int(obj["Size"]))
+                d[2].append(obj["LastModified"].timestamp())
+                d[3].append(str(obj.get("ETag", "")).strip('"'))
+                seen += 1
+            if progress is not None:
+                progress(seen)
         self._listed.add(posixpath.normpath(root))
+        for head in sorted(building):
+            paths, sizes, mtimes, etags = building.pop(head)
+            directory = f"/{bucket}/{head}" if head else f"/{bucket}"
+            files = dir_files(directory, paths, sizes, mtimes, etags, full=True)
+            self._table.add(directory, files)
+            yield directory, files
+
+    def files(self, root: str) -> list[FileInfo]:
+        out = [FileInfo(path, f.sizes[i], f.mtimes[i], f.etags[i] if f.etags is not None else "")
+               for _, f in self.scan(root) for i, path in enumerate(f.paths)]
         return sorted(out, key=lambda f: f.path)
+
+    def _known(self, path: str) -> FileInfo | None:
+        if path in self._gone:
+            return None
+        return self._single.get(path) or self._table.get(path)
 
     def stat(self, path: str, fresh: bool = False) -> FileInfo | None:
         if not fresh:
-            if path in self._info:
-                return self._info[path]
+            known = self._known(path)
+            if known is not None:
+                return known
             if self._cached(path):
                 return None  # under a listed prefix and not listed: absent
         bucket, key = self._split(path)
@@ -185,16 +224,28 @@ class S3Store:
             head = self.client.head_object(Bucket=bucket, Key=key)
         except Exception as exc:
             if self._absent(exc):
-                self._info.pop(path, None)
+                self._single.pop(path, None)
+                self._gone.add(path)
                 return None
             raise self._error("reading", path, exc) from None
         info = FileInfo(path, int(head["ContentLength"]), head["LastModified"].timestamp(),
                         str(head.get("ETag", "")).strip('"'))
-        self._info[path] = info
+        self._single[path] = info
+        self._gone.discard(path)
         return info
 
     def isfile(self, path: str) -> bool:
         return self.stat(path) is not None
+
+    def _cached_names(self, path: str) -> set[str]:
+        """The entries directly under ``path`` that listings and requests know of."""
+        head = path.rstrip("/") + "/"
+        names = {d[len(head):].split("/", 1)[0] for d in self._table.under(path) if d != path
+                 and (not self._gone or any(p not in self._gone for p in self._table.files_in(d).paths))}
+        here = self._table.files_in(path)
+        names.update(p[len(head):] for p in (here.paths if here else []) if p not in self._gone)
+        names.update(k[len(head):].split("/", 1)[0] for k in self._single if k.startswith(head))
+        return names
 
     def isdir(self, path: str) -> bool:
         path = posixpath.normpath(path)
@@ -202,7 +253,7 @@ class S3Store:
         if not bucket:
             return False
         if self._cached(path):
-            return any(k.startswith(path.rstrip("/") + "/") for k in self._info)
+            return bool(self._cached_names(path))
         page = next(self._pages(path, key.rstrip("/") + "/" if key else "", "/"))
         return bool(page.get("Contents") or page.get("CommonPrefixes"))
 
@@ -213,8 +264,7 @@ class S3Store:
             return []
         prefix = key.rstrip("/") + "/" if key else ""
         if self._cached(path):
-            head = path.rstrip("/") + "/"
-            return sorted({k[len(head):].split("/", 1)[0] for k in self._info if k.startswith(head)})
+            return sorted(self._cached_names(path))
         names: set[str] = set()
         for page in self._pages(path, prefix, "/"):
             names.update(p["Prefix"][len(prefix):].rstrip("/") for p in page.get("CommonPrefixes", []))
@@ -273,5 +323,6 @@ class S3Store:
                                        f"deleted before it; check the credentials' s3:DeleteObject permission.")
                 gone += chunk
                 for p in chunk:
-                    self._info.pop(p, None)
+                    self._single.pop(p, None)
+                    self._gone.add(p)
         return gone

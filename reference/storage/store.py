@@ -21,14 +21,19 @@ from __future__ import annotations
 import os
 import posixpath
 import re
-from collections.abc import Iterable
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cutcheck.model.errors import StorageError
 
+if TYPE_CHECKING:
+    from cutcheck.reference.storage.filetable import DirFiles
+
 QUARANTINE_DIR = ".cutcheck-quarantine"
 S3_SCHEMES = ("s3", "s3a", "s3n", "s3p")
+Progress = Callable[[int], None]  # called with the number of files listed so far, as a listing goes
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://([^/]*)(/.*)?\Z")
 
 
@@ -108,17 +113,51 @@ class LocalStore:
             return []
 
     def files(self, root: str) -> list[FileInfo]:
-        # Canonical paths: a file reached through a symlinked directory must never look unreferenced
-        # because its checkpoint names it by another path. Symbolic links themselves are no
-        # checkpoint files (Flink writes none): never orphans, never followed.
-        if os.path.isfile(root):
-            found = [os.path.realpath(root)]
-        else:
-            found = []
-            for d, dirs, names in os.walk(root):
-                dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR)
-                found += [os.path.realpath(os.path.join(d, f)) for f in names if not os.path.islink(os.path.join(d, f))]
-        return [i for i in (self.stat(f) for f in sorted(found)) if i is not None]
+        found = [FileInfo(path, f.sizes[i], f.mtimes[i]) for _, f in self.scan(root) for i, path in enumerate(f.paths)]
+        return sorted(found, key=lambda i: i.path)
+
+    def scan(self, root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
+        """Every regular file under ``root`` (or ``root`` itself when it is one), a directory at a time.
+
+        Canonical paths: the root is resolved once and nothing below it is followed, so a file reached
+        through a symlinked directory never looks unreferenced because its checkpoint names it by another
+        path. Symbolic links themselves are no checkpoint files (Flink writes none): never orphans, never
+        followed. The quarantine is never scanned. One ``os.scandir`` per directory and one ``lstat`` per
+        file; unreadable directories are skipped as ``os.walk`` skips them."""
+        from cutcheck.reference.storage.filetable import dir_files
+
+        top = os.path.realpath(root)
+        if os.path.isfile(top):
+            st = os.stat(top)
+            yield os.path.dirname(top), dir_files(os.path.dirname(top), [top], [st.st_size], [st.st_mtime], full=True)
+            return
+        stack, seen = [top], 0
+        while stack:
+            directory = stack.pop()
+            paths: list[str] = []
+            sizes, mtimes = array("q"), array("d")
+            try:
+                entries = os.scandir(directory)
+            except OSError:
+                continue
+            add_path, add_size, add_mtime = paths.append, sizes.append, mtimes.append  # once a file: no lookups
+            with entries:
+                for entry in entries:
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            st = entry.stat(follow_symlinks=False)
+                            add_path(entry.path)
+                            add_size(st.st_size)
+                            add_mtime(st.st_mtime)
+                        elif entry.is_dir(follow_symlinks=False) and entry.name != QUARANTINE_DIR:
+                            stack.append(entry.path)
+                    except OSError:  # vanished while listed
+                        continue
+            if paths:
+                seen += len(paths)
+                if progress is not None:
+                    progress(seen)
+                yield directory, dir_files(directory, paths, sizes, mtimes, full=True)
 
     def stat(self, path: str, fresh: bool = False) -> FileInfo | None:
         try:

@@ -1,0 +1,92 @@
+"""Output of the storage commands that stays fast on bases of millions of files: progress lines on
+stderr during long inspections, and tables too long for a rendered table printed row by row.
+
+A rendered table (rich) costs about a third of a millisecond a row and holds every row until it is
+printed: five minutes and a gigabyte for the shared files of a large base. Up to ``RENDERED_ROWS`` rows
+keep the rendered table; a longer one is printed as it is computed, one tab-separated line a row
+under a header line, which ``cut -f`` and spreadsheets read.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from cutcheck.commands.common import err, out, table
+
+RENDERED_ROWS = 1000
+PROGRESS_EVERY = 2.0  # seconds: the first line after this long, then at most one line per interval
+_BATCH = 10_000
+
+
+def progress_lines(where: str, every: float | None = None) -> Callable[[str, int, int | None], None]:
+    """A progress callback for reference.storage.inspection.inspect: one line on stderr at most every
+    ``every`` seconds (``PROGRESS_EVERY``), none for an inspection that ends sooner."""
+    every = PROGRESS_EVERY if every is None else every
+    start = time.monotonic()
+    last = [start]
+
+    def report(stage: str, done: int, total: int | None) -> None:
+        now = time.monotonic()
+        if now - last[0] < every:
+            return
+        last[0] = now
+        if stage == "listed":
+            text = f"listing {where}: {done:,} files so far ({now - start:.0f} s)"
+        else:
+            text = f"reading the _metadata under {where}: {done:,} of {total:,} ({now - start:.0f} s)"
+        err.print(text, soft_wrap=True, highlight=False, markup=False)
+
+    return report
+
+
+def print_rows(title: str, columns: list[str], rows: Iterable[list[Any]], count: int) -> None:
+    """A table of ``count`` rows: rendered when short, else streamed as tab-separated lines."""
+    if count <= RENDERED_ROWS:
+        out.print(table(title, columns, [list(r) for r in rows]))
+        return
+    out.print(f"{title + ': ' if title else ''}{count:,} rows, one per line, tab-separated", soft_wrap=True,
+              highlight=False, markup=False)
+    write = sys.stdout.write
+    write("\t".join(columns) + "\n")
+    batch: list[str] = []
+    for r in rows:
+        batch.append("\t".join(map(str, r)))
+        if len(batch) >= _BATCH:
+            write("\n".join(batch) + "\n")
+            batch.clear()
+    if batch:
+        write("\n".join(batch) + "\n")
+    sys.stdout.flush()
+
+
+def relative(path: str, root: str, uri: Callable[[str], str]) -> str:
+    """``os.path.relpath(path, root)`` for a canonical path under the canonical ``root`` (without its cost:
+    it is called once a file), else the path as the user reads it."""
+    head = root.rstrip(os.sep) + os.sep
+    return path[len(head):] if path.startswith(head) else uri(path)
+
+
+def sizer(listing: Any, slow: Callable[[Any, str], int | None]) -> Callable[[str], int | None]:
+    """The size of a file of ``listing`` (``slow(listing, path)`` for a file the listing does not hold), for files
+    asked for in sorted order: through the file table's Cursor, a step a file instead of a search."""
+    cursor = listing.infos.cursor() if hasattr(listing.infos, "cursor") else None
+
+    def size(path: str) -> int | None:
+        found = cursor.find(path) if cursor is not None else None
+        return int(found[0].sizes[found[1]]) if found is not None else slow(listing, path)
+
+    return size
+
+
+def labeller(listing: Any, name: Callable[[str], str]) -> Callable[[str], str]:
+    """``name`` (commands.storage._namer's) for many paths: a path under the one job directory is cut by slicing."""
+    jobs = {c.job for c in listing.checkpoints if c.kind == "checkpoint"}
+    if len(jobs) != 1:
+        return name
+    head = os.path.join(listing.root, jobs.pop()) + os.sep
+    cut = len(head)
+    return lambda path: path[cut:] if path.startswith(head) and path != head else name(path)

@@ -1,0 +1,324 @@
+"""The storage inspection that streams (a compact file table, directories resolved once, re-rooting
+from the unreferenced files only, Flink _metadata decoded straight into the reference sets) gives
+the answers the previous one gave, field by field (tests/reference/storage_oracle.py is that previous
+inspection), on small local and S3 bases: simulated runs, Flink-format bases with missing, moved,
+copied and symlinked files, entropy layouts, and random layouts. Also: what it no longer does per
+file (a realpath, a stat), its progress callback, the CLI's progress lines and streamed tables, and the
+decoder's fast loop against the field-by-field reader. No timings (benchmarks/bench_storage_scale.py)."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import random
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from cutcheck.cli import app
+from cutcheck.commands import storage_output
+from cutcheck.reference.storage import flink_metadata_format as fmt
+from cutcheck.reference.storage.filetable import FileTable, dir_files
+from cutcheck.reference.storage.flink_metadata import any_referenced_files
+from cutcheck.reference.storage.inspection import CheckpointListing, inspect
+from cutcheck.reference.storage.meta import FORMAT
+from cutcheck.reference.storage.scope import reroot
+from cutcheck.reference.storage.store import FileInfo
+from cutcheck.reference.storage.traversal import rerooted_files
+from tests.reference import storage_oracle as oracle
+from tests.reference.s3_server import S3, s3_fixture, s3_server_fixture  # noqa: F401
+from tests.reference.test_storage_cli import JOB, simulated
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
+import bench_storage_scale as bench  # noqa: E402
+
+runner = CliRunner()
+logging.getLogger("werkzeug").setLevel(logging.ERROR)
+FIELDS = ("root", "checkpoints", "shared", "orphans", "taskowned", "unreadable", "base", "too_young", "context",
+          "rerooted", "scope", "data_roots", "why_unreadable")
+
+
+# What reference.storage.guard holds back from the previous answer (policy, not traversal): files of
+# checkpoints that may be in progress are neither orphans nor too young, and entropy-shaped roots that
+# hold another storage's _metadata are not data roots. Everything else is compared as it was.
+POLICY = ("orphans", "too_young", "data_roots")
+ADDED = ("in_progress", "empty_dirs", "foreign", "diagnoses", "context_files")
+
+
+def assert_same(new: CheckpointListing, old: CheckpointListing) -> None:
+    for name in FIELDS:
+        if name not in POLICY:
+            assert getattr(new, name) == getattr(old, name), name
+    assert set(new.data_roots) | set(new.foreign) == set(old.data_roots) and not set(new.data_roots) & set(new.foreign)
+    kept = dict(new.infos)
+    assert kept == {p: i for p, i in old.infos.items() if p in kept}
+    dropped = set(old.infos) - set(kept)
+    assert all(not p.startswith(new.root.rstrip("/") + "/") for p in dropped)  # only beside the root, never under it
+    assert set(new.orphans) <= set(old.orphans) and set(new.too_young) <= set(old.too_young)
+    assert set(new.orphans) | set(new.too_young) | set(new.in_progress) == \
+        {f for f in [*old.orphans, *old.too_young] if f not in dropped}
+    fresh, was = new.to_json(), oracle.to_json(old)
+    for name in (*POLICY, *ADDED):
+        fresh.pop(name, None)
+        was.pop(name, None)
+    assert fresh == was
+
+
+def both(root: Path | str, **kw: Any) -> tuple[CheckpointListing, CheckpointListing]:
+    new = inspect(root, any_referenced_files, **kw)
+    old = oracle.inspect(root, oracle.any_referenced_files, **kw)
+    assert_same(new, old)
+    return new, old
+
+
+# ---------------------------------------------------------------------------- the same answers, locally
+def test_a_simulated_run_with_leftovers(tmp_path: Path) -> None:
+    _, ck = simulated(tmp_path)
+    job = ck / JOB
+    (job / "shared" / "leftover").write_bytes(b"x")
+    (job / "chk-99").mkdir()
+    (job / "chk-99" / "a").write_bytes(b"yy")
+    (job / "chk-99" / "_metadata.inprogress").write_bytes(b"{}")
+    (job / "taskowned" / "t1").write_bytes(b"z")
+    old = 1_000_000_000.0
+    os.utime(job / "shared" / "leftover", (old, old))
+    for min_age in (0.0, 3600.0):
+        new, _ = both(ck, min_age=min_age)
+        assert new.orphans and new.taskowned and new.shared
+    both(job)
+    both(sorted(job.glob("chk-*"))[0])
+
+
+def test_a_flink_base_with_missing_moved_copied_and_symlinked_files(tmp_path: Path) -> None:
+    base = tmp_path / "one" / "ckpts"
+    shape = bench.build_local(str(base), 400)
+    job = base / bench.JOB
+    new, _ = both(base, min_age=3600)
+    assert len(new.orphans) == shape["orphans"] and all(c.restorable for c in new.checkpoints)
+    referenced = sorted(new.shared)
+    os.remove(referenced[0])  # a checkpoint loses a file
+    os.symlink(referenced[1], job / "shared" / "a-link")  # symlinks are never orphans
+    (job / "taskowned").mkdir()
+    (job / "taskowned" / "cl").write_bytes(b"c")
+    os.symlink(base, tmp_path / "link")
+    new, _ = both(base)
+    assert any(c.missing for c in new.checkpoints)
+    both(tmp_path / "link")  # through a symlinked root
+    shutil.copytree(tmp_path / "one", tmp_path / "copy")  # a copy names the original's absolute paths
+    new, _ = both(tmp_path / "copy" / "ckpts")
+    assert any(c.outside for c in new.checkpoints)
+    both(tmp_path / "copy" / "ckpts", keep=[str(base)])
+    shutil.rmtree(tmp_path / "one")  # moved: the original is gone, the copy's files are kept by re-rooting
+    new, _ = both(tmp_path / "copy" / "ckpts")
+    assert new.rerooted and not set(new.rerooted) & set(new.orphans)
+
+
+def test_data_files_under_random_prefixes(tmp_path: Path) -> None:
+    meta_dir = tmp_path / "b" / "ckpts" / JOB / "chk-3"
+    meta_dir.mkdir(parents=True)
+    data = {prefix: tmp_path / "b" / prefix / "ckpts" / JOB / "shared" for prefix in ("Xy12", "Ab9Z", "toolong")}
+    files: list[str] = []
+    for prefix, d in data.items():
+        d.mkdir(parents=True)
+        for i in range(3):
+            (d / f"f{i}").write_bytes(b"s" * i)
+            if i < 2 and prefix != "toolong":
+                files.append(str(d / f"f{i}"))
+    _write_json_metadata(meta_dir, 3, files)
+    new, _ = both(tmp_path / "b" / "_entropy_" / "ckpts")
+    assert len(new.data_roots) == 3 and len(new.orphans) == 2
+
+
+def _write_json_metadata(directory: Path, cp: int, files: list[str], shared: list[str] | None = None) -> None:
+    meta = {"format": FORMAT, "job": JOB, "checkpoint": cp, "kind": "checkpoint", "attempt": 0, "parallelism": {},
+            "trigger_step": 0, "end_step": 0, "sharing": "shared", "tasks": [],
+            "files": {"exclusive": files, "shared": shared or [], "taskowned": []}}
+    (directory / "_metadata").write_text(json.dumps(meta))
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_random_layouts(tmp_path: Path, seed: int) -> None:
+    """Jobs with checkpoints naming files relatively, absolutely, under other jobs, through symlinks, in
+    directories that were moved, and files that do not exist; leftovers everywhere."""
+    rng = random.Random(seed)
+    base = tmp_path / "base"
+    jobs = [f"{rng.getrandbits(128):032x}" for _ in range(rng.randint(1, 3))]
+    every: list[Path] = []
+    for job in jobs:
+        for sub in ("shared", "taskowned", *(f"chk-{n}" for n in range(1, rng.randint(2, 4)))):
+            d = base / job / sub
+            d.mkdir(parents=True)
+            for i in range(rng.randint(0, 6)):
+                (d / f"{sub}-{i}").write_bytes(b"x" * rng.randint(0, 9))
+                every.append(d / f"{sub}-{i}")
+    if rng.random() < 0.5:
+        os.symlink(base / jobs[0] / "shared", base / jobs[0] / "shared-link")
+    old_place = tmp_path / "was" / "base"
+    for job in jobs:
+        for chk in sorted((base / job).glob("chk-*")):
+            refs: list[str] = []
+            for f in rng.sample(every, min(len(every), rng.randint(1, 8))):
+                form = rng.choice(["abs", "rel", "moved", "link", "filelink", "missing"])
+                if form == "abs":
+                    refs.append(str(f))
+                elif form == "rel":
+                    refs.append(os.path.relpath(f, chk))
+                elif form == "filelink":  # a link as the last component resolves to its target
+                    link = chk / f"ln-{rng.getrandbits(32)}"
+                    os.symlink(f, link)
+                    refs.append(str(link))
+                elif form == "moved":
+                    refs.append(str(old_place / f.relative_to(base)))
+                elif form == "link" and (base / jobs[0] / "shared-link").exists() and f.parent.name == "shared" \
+                        and f.parent.parent.name == jobs[0]:
+                    refs.append(str(base / jobs[0] / "shared-link" / f.name))
+                else:
+                    refs.append(str(chk / f"gone-{rng.getrandbits(16)}"))
+            if rng.random() < 0.9:
+                _write_json_metadata(chk, int(chk.name[4:]), refs)
+    if not list(base.rglob("_metadata")):
+        _write_json_metadata(base / jobs[0] / "chk-1", 1, [])
+    for root in [base, *(base / j for j in jobs)]:
+        for min_age in (0.0, 3600.0):
+            try:
+                both(root, min_age=min_age)
+            except Exception as exc:  # the same refusal, the same sentence
+                with pytest.raises(type(exc), match=None) as again:
+                    oracle.inspect(root, oracle.any_referenced_files, min_age=min_age)
+                assert str(again.value) == str(exc)
+
+
+# ---------------------------------------------------------------------------- the same answers on S3
+def test_the_same_answers_on_s3(s3: S3) -> None:
+    from cutcheck.reference.storage.s3 import S3Store
+
+    bucket = s3.bucket("scale-same")
+    every, refs, orphans = bench.layout(300, "ckpts")
+    for key in [*every, "ckpts/taskowned-elsewhere/x", f"ckpts/{bench.JOB}/taskowned/t"]:
+        s3.put(bucket, key, b"sst")
+    for cp, files in refs.items():
+        s3.put(bucket, f"ckpts/{bench.JOB}/chk-{cp}/_metadata",
+               bench.flink_metadata(cp, bench.subtasks_of([f"{bucket}/{f}" for f in files[:-1]], "s3://"), 3))
+    for root in (f"/{bucket}/ckpts", f"/{bucket}/ckpts/{bench.JOB}"):
+        new = inspect(root, store=S3Store(s3.endpoint))
+        old = oracle.inspect(root, store=S3Store(s3.endpoint))
+        assert_same(new, old)
+        assert len(new.orphans) > len(orphans) and all(c.restorable for c in new.checkpoints)
+
+
+# ---------------------------------------------------------------------------- nothing per file that need not be
+def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 2000)
+    calls = {"realpath": 0, "stat": 0}
+    realpath, stat = os.path.realpath, os.stat
+
+    def counted_realpath(*a: Any, **k: Any) -> Any:
+        calls["realpath"] += 1
+        return realpath(*a, **k)
+
+    def counted_stat(*a: Any, **k: Any) -> Any:
+        calls["stat"] += 1
+        return stat(*a, **k)
+
+    monkeypatch.setattr(os.path, "realpath", counted_realpath)
+    monkeypatch.setattr(os, "stat", counted_stat)
+    listing = inspect(base, any_referenced_files)
+    assert len(listing.infos) == 2000 and len(listing.orphans) == 200
+    assert calls["realpath"] < 50 and calls["stat"] < 50, calls  # the previous inspection: over 2000 of each
+
+
+def test_progress_reports_listing_and_reading(tmp_path: Path) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 500)
+    seen: list[tuple[str, int, int | None]] = []
+    inspect(base, any_referenced_files, progress=lambda *a: seen.append(a))
+    listed = [d for stage, d, _ in seen if stage == "listed"]
+    assert listed and listed[-1] == 500 and listed == sorted(listed)
+    assert [(d, t) for stage, d, t in seen if stage == "read"] == [(0, 3), (1, 3), (2, 3), (3, 3)]
+
+
+def test_the_cli_prints_progress_on_stderr_and_long_tables_row_by_row(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 300)
+    quiet = runner.invoke(app, ["storage", "ls", str(base)])
+    assert quiet.exit_code == 0 and "listing" not in quiet.stderr and "┃ file" in quiet.stdout
+    monkeypatch.setattr(storage_output, "PROGRESS_EVERY", 0.0)
+    monkeypatch.setattr(storage_output, "RENDERED_ROWS", 5)
+    loud = runner.invoke(app, ["storage", "ls", str(base)])
+    assert loud.exit_code == 0
+    assert f"listing {base}: " in loud.stderr and f"reading the _metadata under {base}: 3 of 3" in loud.stderr
+    listing = inspect(base, any_referenced_files)
+    lines = loud.stdout.splitlines()
+    start = lines.index("file\tsize\treferenced by") + 1
+    rows = [line.split("\t") for line in lines[start:start + len(listing.shared)]]
+    assert [os.path.join(str(base), bench.JOB, r[0]) for r in rows] == list(listing.shared)
+    assert [r[2] for r in rows] == [", ".join(k.split("/")[-1] for k in users) for users in listing.shared.values()]
+    assert lines[-1] == quiet.stdout.splitlines()[-1]  # the same summary
+
+
+# ---------------------------------------------------------------------------- parts against their definitions
+def test_rerooted_files_is_reroot_restricted_to_the_files_in_question() -> None:
+    rng = random.Random(3)
+    names = ["a", "b", "ck", "job", "chk-1", "chk-2", "shared", "x", "y"]
+    for _ in range(300):
+        def path() -> str:
+            return "/" + "/".join(rng.choice(names) for _ in range(rng.randint(1, 5)))
+        refs = [path() for _ in range(rng.randint(0, 8))]
+        directory, anchors = path(), [path() for _ in range(rng.randint(0, 3))]
+        present = {path() for _ in range(rng.randint(0, 12))}
+        unkept = {f for f in present if rng.random() < 0.7}
+        want = reroot(refs, directory, [*anchors, os.path.dirname(directory)], present) & unkept
+        assert rerooted_files([(refs, directory)], anchors, unkept) == want
+
+
+def test_the_file_table_is_the_mapping_it_replaced() -> None:
+    rng = random.Random(1)
+    infos = {f"/b/{d}/{n}": FileInfo(f"/b/{d}/{n}", rng.randint(0, 99), rng.random()) for d in ("x", "x/y", "z")
+             for n in rng.sample(range(100), 20)}
+    table = FileTable()
+    for d in ("x", "x/y", "z"):
+        mine = [i for p, i in infos.items() if p.rpartition("/")[0] == f"/b/{d}"]
+        table.add(f"/b/{d}", dir_files(f"/b/{d}", [i.path for i in mine[::2]], [i.size for i in mine[::2]],
+                                      [i.mtime for i in mine[::2]], full=True))
+        table.add(f"/b/{d}", dir_files(f"/b/{d}", [i.path for i in mine], [i.size for i in mine],
+                                      [i.mtime for i in mine], full=True))  # merged, each file once
+    assert dict(table) == infos and len(table) == len(infos) and sorted(table) == sorted(infos)
+    assert dict(table.items()) == infos and sorted(table.values(), key=lambda i: i.path) == sorted(infos.values(), key=lambda i: i.path)
+    assert "/b/x/nope" not in table and table.get("/b/x/nope") is None
+    table.drop_under("/b/x")
+    assert sorted(table) == sorted(p for p in infos if p.startswith("/b/z/"))
+
+
+def _metadata_files() -> list[tuple[str, bytes]]:
+    from tests.reference.test_metadata_reader_unit import metadata
+
+    root = Path(__file__).resolve().parents[1] / "flink" / "data" / "metadata"
+    real = [(str(p), p.read_bytes()) for p in sorted(root.rglob("_metadata"))]
+    made = [(f"v{v}", metadata(v, "file:/ck/job")) for v in fmt.VERSIONS]
+    every, refs, _ = bench.layout(200, "/ck")
+    return [*real, *made, ("bench", bench.flink_metadata(1, bench.subtasks_of(refs[1], "file:"), 3))]
+
+
+def test_the_decoders_fast_loop_reads_what_the_field_by_field_reader_reads(monkeypatch: pytest.MonkeyPatch) -> None:
+    cases = _metadata_files()
+    assert len(cases) > 8
+    fast = [fmt.decode(data, name) for name, data in cases]
+    fast_errors = [_error(data[:n]) for _, data in cases[-3:] for n in range(0, len(data), 7)]
+    monkeypatch.setattr(fmt._Decoder, "plain_files", lambda self, n: 0)
+    assert [fmt.decode(data, name) for name, data in cases] == fast
+    assert [_error(data[:n]) for _, data in cases[-3:] for n in range(0, len(data), 7)] == fast_errors
+
+
+def _error(data: bytes) -> str:
+    try:
+        fmt.decode(data, "m")
+    except Exception as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return "read"
