@@ -225,3 +225,5 @@ def flink_conform(
                       markup=False, highlight=False, soft_wrap=True)
     write_json(json_path, report.to_json())
     raise typer.Exit(0 if report.agreed == len(report.rows) else 1)
+
+from cutcheck.commands import flink_hunt  # noqa: E402,F401 (registers `flink hunt`)

@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -95,16 +96,31 @@ def python_path() -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
+CLUSTERS_VAR = "CUTCHECK_FLINK_CLUSTERS"  # how many of our clusters may run at once (flink hunt --clusters)
+
+
 @contextlib.contextmanager
 def machine_lock() -> Iterator[None]:
-    """One Flink cluster of ours at a time on this machine (2 cores shared by several people)."""
-    path = os.path.join(tempfile.gettempdir(), LOCK_NAME)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """One Flink cluster of ours at a time on this machine (2 cores shared by several people), or up to
+    ``$CUTCHECK_FLINK_CLUSTERS`` when the user allowed more (one lock file per slot)."""
+    try:
+        slots = max(1, int(os.environ.get(CLUSTERS_VAR, "1")))
+    except ValueError:
+        slots = 1
+    paths = [os.path.join(tempfile.gettempdir(), LOCK_NAME if i == 0 else f"{LOCK_NAME}.{i}") for i in range(slots)]
+    while True:
+        for path in paths:
+            with open(path, "a") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | (fcntl.LOCK_NB if slots > 1 else 0))
+                except BlockingIOError:
+                    continue  # that slot is taken: try the next
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+                return
+        time.sleep(0.2)
 
 
 @dataclass(slots=True)

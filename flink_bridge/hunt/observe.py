@@ -1,0 +1,100 @@
+"""What a runner saw when it ran a case, and the Flink side of it as plain JSON.
+
+``observe_json(payload)`` runs one case on the Flink of the calling process and returns JSON only,
+so that it can run in cutcheck's own process (the installed release) or inside another release's
+environment (flink_bridge.worker, the ``--flink VERSION`` path) and come back the same way.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from cutcheck.model.errors import CutcheckError
+
+
+@dataclass(slots=True)
+class Observation:
+    """One run of a case. ``inconclusive`` says why the run tells nothing (then nothing else counts)."""
+
+    exactly_once: dict[str, Any] = field(default_factory=dict)
+    restore_failed: str | None = None  # the exception that failed the job after the injected failure
+    completed: int = 0
+    unaligned_checkpoints: int | None = None  # None: the runner does not report it
+    persisted_bytes: int | None = None
+    missing_files: list[str] = field(default_factory=list)  # "chk-N: path" a retained checkpoint names
+    violations: list[dict[str, str]] = field(default_factory=list)  # the engine's own invariants (engine runner)
+    inconclusive: str | None = None
+    seconds: dict[str, float] = field(default_factory=dict)  # phase -> seconds (submit, run, files)
+    version: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {f: getattr(self, f) for f in self.__slots__}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Observation:
+        return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
+
+
+def _missing_files(checkpoint_dir: str) -> list[str]:
+    """Every file a retained checkpoint's ``_metadata`` names that is not there (read with Flink's loader)."""
+    from cutcheck.flink_bridge.checkpoints import METADATA, referenced_files
+
+    missing: list[str] = []
+    for job in sorted(os.listdir(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else []:
+        base = os.path.join(checkpoint_dir, job)
+        for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+            chk = os.path.join(base, name)
+            if not (name.startswith("chk-") and os.path.exists(os.path.join(chk, METADATA))):
+                continue
+            refs = referenced_files(chk)
+            for paths in refs.files.values():
+                missing += [f"{job}/{name}: {p}" for p in paths if not os.path.exists(p)]
+    return missing
+
+
+def observe_json(payload: dict[str, Any]) -> dict[str, Any]:
+    """Run ``payload`` ({"graph", "options": RunOptions fields}) on this process's Flink; an Observation as JSON."""
+    from dataclasses import fields
+
+    from cutcheck.flink_bridge import runlog, runner
+    from cutcheck.flink_bridge.runner import RunOptions
+
+    known = {f.name for f in fields(RunOptions)}
+    opts = RunOptions(**{k: v for k, v in payload["options"].items() if k in known})
+    obs = Observation()
+    try:
+        from pyflink.version import __version__ as version
+        obs.version = str(version)
+    except ImportError:
+        pass
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="cutcheck-hunt-") as work:
+        try:
+            run = runner.run(payload["graph"], os.path.join(work, "flink"), opts)
+        except CutcheckError as exc:
+            text = str(exc)
+            obs.seconds["run"] = time.monotonic() - t0
+            if " ended FAILED" in text or " ended CANCELED" in text:
+                obs.restore_failed = text  # the job did not come back after the injected failure
+            else:  # the failure never fired, a timeout, a refused submission: this run says nothing
+                obs.inconclusive = text
+            return obs.to_json()
+        obs.seconds["run"] = time.monotonic() - t0
+        t1 = time.monotonic()
+        s = runlog.summary(run)
+        obs.exactly_once = s["exactly_once"]
+        obs.completed = s["checkpoints_completed"]
+        obs.unaligned_checkpoints = s["unaligned_checkpoints"]
+        obs.persisted_bytes = s["persisted_bytes"]
+        if not s["complete"]:
+            obs.inconclusive = "the last job did not finish, so its output is a prefix"
+        try:
+            obs.missing_files = _missing_files(run.checkpoint_dir)
+        except CutcheckError as exc:  # a _metadata Flink itself cannot read names no file we can check
+            obs.missing_files = [f"unreadable: {exc}"]
+        obs.seconds["files"] = time.monotonic() - t1
+    return obs.to_json()
