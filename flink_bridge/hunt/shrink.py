@@ -88,9 +88,13 @@ def fewer_records(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
 def lower_parallelism(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
     from cutcheck.flink_bridge.hunt.risk import _forward_group
 
+    seen: set[frozenset[str]] = set()
     for v in case.graph["vertices"]:
         p = int(v["parallelism"])
         group = _forward_group(case.graph, v["id"])
+        if frozenset(group) in seen:
+            continue
+        seen.add(frozenset(group))
         if p > 1 and min(x["parallelism"] for x in case.graph["vertices"] if x["id"] in group) == p:
             new = copy.deepcopy(case.graph)
             for w in new["vertices"]:
