@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.partitioning import UNSUPPORTED, partitioner_info
-from cutcheck.reference.recovery.rescale_refusal import RefusalRule, current_rule
+from cutcheck.reference.core.refusal_rule import RefusalRule, current_rule
 
 if TYPE_CHECKING:
     from cutcheck.model.errors import RestoreRefused

@@ -23,15 +23,14 @@ exchanges without in-flight data, which is the per-edge rule this module replace
 
 from __future__ import annotations
 
-import contextlib
-import enum
-from collections.abc import Iterator
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.partitioning import UNSUPPORTED, subtask_state_mapper
+from cutcheck.reference.core.refusal_rule import RefusalRule, current_rule, refusal_rule
+
+__all__ = ["ChannelStateMap", "RefusalRule", "current_rule", "refusal_rule", "refuse_if_flink_would", "remapped_sides"]
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge, JobGraph
@@ -59,39 +58,6 @@ class ChannelStateMap:
             if snap.operator or held_in or held_out:
                 stateful.add(sid.vertex)
         return cls(frozenset(inp), frozenset(out), frozenset(stateful))
-
-
-class RefusalRule(enum.Enum):
-    """Which rule decides the "Cannot rescale the given pointwise partitioner" refusal.
-
-    PER_VERTEX is what Flink 1.19 (and 2.x before FLINK-38267's fix) does, the engine's default.
-    PER_EXCHANGE is what Flink documents ("Checkpointing under backpressure": pointwise and broadcast
-    connections are kept aligned, every other exchange checkpoints unaligned, and unaligned
-    checkpoints can be restored rescaled) and what FLINK-38267's fix implements: only an exchange
-    that itself holds in-flight data is remapped, so only such an exchange with an UNSUPPORTED
-    mapper refuses. ``cutcheck flink hunt`` predicts with PER_EXCHANGE: a version that refuses more is
-    a finding, not a prediction.
-    """
-
-    PER_VERTEX = "per-vertex"
-    PER_EXCHANGE = "per-exchange"
-
-
-_RULE: ContextVar[RefusalRule] = ContextVar("cutcheck_refusal_rule", default=RefusalRule.PER_VERTEX)
-
-
-@contextlib.contextmanager
-def refusal_rule(rule: RefusalRule) -> Iterator[None]:
-    """Engine runs inside decide rescale refusals by ``rule``."""
-    token = _RULE.set(rule)
-    try:
-        yield
-    finally:
-        _RULE.reset(token)
-
-
-def current_rule() -> RefusalRule:
-    return _RULE.get()
 
 
 def _unsupported(edge: Edge) -> bool:
@@ -141,7 +107,7 @@ def refuse_if_flink_would(graph: JobGraph, done: CompletedCheckpoint, new: dict[
     state = ChannelStateMap.of(graph, done)
     if not (state.input_edges or state.output_edges):
         return
-    if _RULE.get() is RefusalRule.PER_EXCHANGE:
+    if current_rule() is RefusalRule.PER_EXCHANGE:
         _refuse_per_exchange(graph, state, done, new)
         return
     order = {vid: i for i, vid in enumerate(graph.topological_order())}
