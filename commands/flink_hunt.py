@@ -48,6 +48,7 @@ def flink_hunt(
     flink: str = typer.Option(None, "--flink", help="Flink release to hunt (default: the installed one); "
                               "others need `cutcheck flink env VERSION` first."),
     minutes: float = typer.Option(5.0, "--minutes", min=0.05, help="Stop drawing new cases after this long."),
+    cases: int = typer.Option(None, "--cases", min=1, help="Stop drawing after this many cases, even before --minutes."),
     seed: int = typer.Option(0, "--seed", min=0, help="Campaign seed: one seed draws one sequence of cases."),
     reruns: int = typer.Option(3, "--reruns", min=1, help="Reruns of each shrunk finding (its rate is k of these)."),
     workers: int = typer.Option(None, "--workers", min=1, help="Cases at once, in worker processes, each with "
@@ -94,7 +95,7 @@ def flink_hunt(
             raise CutcheckError(f"no run of the case could be judged ({runs[0][0].inconclusive}); nothing to compare.")
         raise typer.Exit(1 if disagree else 0)
     hunt = Hunt(runner, seed=seed, minutes=minutes, reruns=reruns,
-                workers=workers or min(clusters, os.cpu_count() or 1), progress=_progress)
+                workers=workers or min(clusters, os.cpu_count() or 1), max_cases=cases, progress=_progress)
     report = hunt.run()
     if json_path is not None:
         write_findings(report, json_path, flink, reruns)

@@ -1,0 +1,47 @@
+"""`cutcheck flink hunt` on the installed Flink: one replay and a one-case campaign (each one MiniCluster run)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from cutcheck.flink_bridge.hunt import FlinkCaseRunner, Kind
+from cutcheck.flink_bridge.hunt.campaign import evaluate
+from tests.flink.helpers import FLINK_MARKS
+from tests.reference.test_hunt_logic import mixed
+
+pytestmark = FLINK_MARKS
+
+
+def test_the_mixed_exchange_rescale_is_judged_on_the_installed_release() -> None:
+    """FLINK-38267's shape: a release with the fix restores it (no disagreement); one without fails the
+    restore with the pointwise-partitioner exception, classed as a restore the model accepts."""
+    runner = FlinkCaseRunner(None)
+    ev = evaluate(runner, mixed(records=1500))
+    assert ev.observation.inconclusive is None, ev.observation.inconclusive
+    assert ev.prediction.refused is None and ev.prediction.exactly_once
+    assert ev.observation.completed >= 1 and ev.observation.missing_files == []
+    if ev.found:
+        assert [d.kind for d in ev.found] == [Kind.RESTORE_FAILED]
+        assert "Cannot rescale the given pointwise partitioner" in ev.found[0].evidence
+    else:
+        assert ev.observation.exactly_once["ok"] and ev.observation.unaligned_checkpoints
+
+
+def test_a_one_case_hunt_writes_its_report(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+
+    report = tmp_path / "hunt.json"
+    result = CliRunner().invoke(app, ["flink", "hunt", "--cases", "1", "--minutes", "5", "--seed", "0",
+                                      "--json", str(report)])
+    assert result.exit_code in (0, 1, 2), result.output
+    data = json.loads(report.read_text()) if report.exists() else None
+    assert data is not None and data["cases"] == 1
+    if result.exit_code == 2:  # the one case could not be judged: said in one sentence, no finding claimed
+        assert "could be judged" in result.output and data["conclusive"] == 0 and data["findings"] == []
+        return
+    assert data["conclusive"] == 1
+    assert data["time"]["run"] > 0 and data["time"]["predict"] > 0 and "graphs per minute" in result.output
+    assert (result.exit_code == 1) == any(not f["departure"] for f in data["findings"])
