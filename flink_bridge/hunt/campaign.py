@@ -47,7 +47,8 @@ def evaluate(runner: CaseRunner, case: HuntCase) -> Evaluated:
     obs = runner.run(case)
     t2 = time.monotonic()
     found = compare(case, pred, obs)
-    return Evaluated(case, pred, obs, found, {"predict": t1 - t0, "run": t2 - t1, "compare": time.monotonic() - t2})
+    parts = {f"run: {k}": v for k, v in obs.seconds.items() if k != "run"}  # where a Flink run's time went
+    return Evaluated(case, pred, obs, found, {"predict": t1 - t0, "run": t2 - t1, "compare": time.monotonic() - t2, **parts})
 
 
 def _evaluate_json(runner: CaseRunner, case: dict[str, Any]) -> tuple[dict[str, Any], dict[str, Any], dict[str, float]]:
@@ -199,7 +200,7 @@ class Hunt:
             ev = Evaluated(case, Prediction(**p), Observation.from_json(o), [], secs)
             ev.found = compare(case, ev.prediction, ev.observation)
         for k, v in ev.seconds.items():
-            report.phases[k] += v
+            report.phases[k] = report.phases.get(k, 0.0) + v
         report.cases += 1
         report.risk_total += case.risk
         why = ev.observation.inconclusive or ev.prediction.inconclusive

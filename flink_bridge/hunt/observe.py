@@ -28,7 +28,7 @@ class Observation:
     missing_files: list[str] = field(default_factory=list)  # "chk-N: path" a retained checkpoint names
     violations: list[dict[str, str]] = field(default_factory=list)  # the engine's own invariants (engine runner)
     inconclusive: str | None = None
-    seconds: dict[str, float] = field(default_factory=dict)  # phase -> seconds (submit, run, files)
+    seconds: dict[str, float] = field(default_factory=dict)  # the run's parts: cluster, jobs, files (Flink)
     version: str | None = None
 
     def to_json(self) -> dict[str, Any]:
@@ -72,18 +72,29 @@ def observe_json(payload: dict[str, Any]) -> dict[str, Any]:
     except ImportError:
         pass
     t0 = time.monotonic()
+    started: list[float] = []  # when the first job was submitted: before it, the lock and the MiniCluster start
+
+    def note(message: str) -> None:
+        if message.startswith("job 0 ") and not started:
+            started.append(time.monotonic())
+
+    def split(end: float) -> None:
+        first = started[0] if started else end
+        obs.seconds["cluster"] = first - t0  # waiting for the machine lock, starting the MiniCluster, submitting
+        obs.seconds["jobs"] = end - first  # the jobs themselves: run, failure, restore, finish
+
     with tempfile.TemporaryDirectory(prefix="cutcheck-hunt-") as work:
         try:
-            run = runner.run(payload["graph"], os.path.join(work, "flink"), opts)
+            run = runner.run(payload["graph"], os.path.join(work, "flink"), opts, note)
         except CutcheckError as exc:
             text = str(exc)
-            obs.seconds["run"] = time.monotonic() - t0
+            split(time.monotonic())
             if " ended FAILED" in text or " ended CANCELED" in text:
                 obs.restore_failed = text  # the job did not come back after the injected failure
             else:  # the failure never fired, a timeout, a refused submission: this run says nothing
                 obs.inconclusive = text
             return obs.to_json()
-        obs.seconds["run"] = time.monotonic() - t0
+        split(time.monotonic())
         t1 = time.monotonic()
         s = runlog.summary(run)
         obs.exactly_once = s["exactly_once"]

@@ -226,6 +226,16 @@ def test_one_seed_draws_one_sequence_of_cases() -> None:
     assert names(3) == names(3) and names(3) != names(4)
 
 
+def test_workers_run_the_same_cases_in_the_same_order() -> None:
+    """Two worker processes (spawned, each its own engine) judge the same cases as one process, in draw order."""
+    def lines(workers: int) -> list[str]:
+        seen: list[str] = []
+        Hunt(EngineCaseRunner(), seed=5, minutes=5, max_cases=4, workers=workers, progress=seen.append).run()
+        return seen
+
+    assert lines(2) == lines(1)
+
+
 # ---------------------------------------------------------------- JSON and replay
 def test_report_json_names_the_finding_and_its_replay(tmp_path: Any) -> None:
     from cutcheck.flink_bridge.hunt.artifacts import write_findings
