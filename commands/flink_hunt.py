@@ -76,9 +76,15 @@ def flink_hunt(
         check_report_path(json_path)
     case = HuntCase.load(replay) if replay is not None else None  # bad input before Flink starts
     os.environ[CLUSTERS_VAR] = str(clusters)  # read by flink_bridge.env.machine_lock, in workers too
-    runner = FlinkCaseRunner(flink)
+    n_workers = workers or min(clusters, os.cpu_count() or 1)
+    # One process running every case keeps its MiniCluster from case to case; worker processes each
+    # start their own per case (a held cluster holds the machine lock, which the others would wait for).
+    runner = FlinkCaseRunner(flink, reuse=n_workers == 1)
     if case is not None:
-        pred, runs = replay_case(runner, case, reruns)
+        try:
+            pred, runs = replay_case(runner, case, reruns)
+        finally:
+            runner.close()
         rows = [[i + 1, "inconclusive: " + o.inconclusive if o.inconclusive else
                  ("; ".join(f"{d.kind.value}: {d.evidence[:200]}" for d in found) or "agrees")]
                 for i, (o, found) in enumerate(runs)]
@@ -95,7 +101,7 @@ def flink_hunt(
             raise CutcheckError(f"no run of the case could be judged ({runs[0][0].inconclusive}); nothing to compare.")
         raise typer.Exit(1 if disagree else 0)
     hunt = Hunt(runner, seed=seed, minutes=minutes, reruns=reruns,
-                workers=workers or min(clusters, os.cpu_count() or 1), max_cases=cases, progress=_progress)
+                workers=n_workers, max_cases=cases, progress=_progress)
     report = hunt.run()
     if json_path is not None:
         write_findings(report, json_path, flink, reruns)

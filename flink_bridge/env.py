@@ -133,8 +133,36 @@ class Cluster:
         return f"http://127.0.0.1:{self.port}"
 
 
+_HELD: dict[str, Any] = {}  # the cluster held_cluster keeps open: "cluster", "slots", "extra"
+
+
+@contextlib.contextmanager
+def held_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """Keep one MiniCluster (and the machine lock) across the runs inside: ``mini_cluster`` hands it out
+    instead of starting one when it has the slots and configuration asked for (flink hunt, one case
+    after another). A run that needs more must not start inside: this process holds the lock."""
+    with mini_cluster(slots, extra) as cluster:
+        _HELD.update(cluster=cluster, slots=slots, extra=dict(extra or {}))
+        try:
+            yield cluster
+        finally:
+            _HELD.clear()
+
+
+def held_slots() -> int:
+    """Slots of the cluster held open in this process (0: none)."""
+    return int(_HELD.get("slots", 0))
+
+
 @contextlib.contextmanager
 def mini_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    held = _HELD.get("cluster")
+    if held is not None:
+        if slots > _HELD["slots"] or dict(extra or {}) != _HELD["extra"]:
+            raise EnvironmentProblem(f"a run needs {slots} slots and {extra} while this process holds a MiniCluster "
+                                     f"with {_HELD['slots']} and {_HELD['extra']}; close it first.")
+        yield held  # its jobs have ended; the next one gets the same JobManager and TaskManager
+        return
     gw = gateway()
     jvm = gw.jvm
     conf = jvm.org.apache.flink.configuration.Configuration()

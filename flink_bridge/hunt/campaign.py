@@ -177,6 +177,9 @@ class Hunt:
         finally:
             if pool is not None:
                 pool.shutdown(cancel_futures=True)
+            close = getattr(self.runner, "close", None)
+            if close is not None:
+                close()  # a MiniCluster kept open from case to case
         report.seconds = time.monotonic() - start
         return report
 

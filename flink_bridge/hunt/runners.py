@@ -156,7 +156,9 @@ class FlinkCaseRunner:
     runs through flink_bridge.worker in that release's environment (``cutcheck flink env VERSION``)."""
 
     version: str | None = None
+    reuse: bool = False  # keep one MiniCluster (and the machine lock) from case to case, until close()
     installed: str | None = field(default=None, init=False)
+    _held: Any = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
         try:
@@ -192,8 +194,43 @@ class FlinkCaseRunner:
     def run(self, case: HuntCase) -> Observation:
         payload = {"graph": case.graph, "options": _options_json(case)}
         if self.version is None or self.version == self.installed:
-            return Observation.from_json(observe_json(payload))
+            t0 = time.monotonic()
+            self._hold(case)
+            obs = Observation.from_json(observe_json(payload))
+            obs.seconds["cluster"] = obs.seconds.get("cluster", 0.0) + time.monotonic() - t0 - sum(obs.seconds.values())
+            return obs
         return Observation.from_json(self._foreign()(payload))
+
+    def _hold(self, case: HuntCase) -> None:
+        """With ``reuse``: a MiniCluster with the slots this case needs, kept open for the next cases."""
+        from contextlib import ExitStack
+
+        from cutcheck.flink_bridge import env
+
+        if not self.reuse:
+            return
+        graph = case.job_graph()
+        after = graph.with_parallelism(case.rescale) if case.rescale else graph
+        slots = max(v.parallelism for g in (graph, after) for v in g.vertices)
+        if self._held is not None and env.held_slots() >= slots:
+            return
+        self.close()
+        self._held = ExitStack()
+        retained = {"execution.checkpointing.num-retained": str(case.options().retained)}  # as runner.run asks
+        self._held.enter_context(env.held_cluster(max(slots, 3), retained))
+
+    def close(self) -> None:
+        """Stop the MiniCluster kept open for reuse (and release the machine lock)."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.close()
+
+    def __getstate__(self) -> dict[str, Any]:  # a worker process gets the settings, never an open cluster
+        return {"version": self.version, "reuse": self.reuse, "installed": self.installed, "_held": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
 
     def _foreign(self) -> Any:
         """The env helper's seam: a callable running ``observe_json`` in another release's environment."""

@@ -37,8 +37,9 @@ def test_a_one_case_hunt_writes_its_report(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["flink", "hunt", "--cases", "1", "--minutes", "5", "--seed", "0",
                                       "--json", str(report)])
     assert result.exit_code in (0, 1, 2), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     data = json.loads(report.read_text()) if report.exists() else None
-    assert data is not None and data["cases"] == 1
+    assert data is not None and data["cases"] == 1, result.output
     if result.exit_code == 2:  # the one case could not be judged: said in one sentence, no finding claimed
         assert "could be judged" in result.output and data["conclusive"] == 0 and data["findings"] == []
         return
