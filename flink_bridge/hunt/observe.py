@@ -1,8 +1,10 @@
 """What a runner saw when it ran a case, and the Flink side of it as plain JSON.
 
-``observe_json(payload)`` runs one case on the Flink of the calling process and returns JSON only,
-so that it can run in cutcheck's own process (the installed release) or inside another release's
-environment (flink_bridge.worker, the ``--flink VERSION`` path) and come back the same way.
+``observe_json(payload, version)`` runs one case and returns JSON only: on the Flink of this process
+(version None), or on a prepared release through ``flink_bridge.launch.run_in_release`` (the
+``--flink VERSION`` path; that release's worker runs the job, this process reads the result). The
+retained checkpoints' ``_metadata`` is read in pure Python (reference.storage.flink_metadata), so no
+JVM of this process is needed for it.
 """
 
 from __future__ import annotations
@@ -40,8 +42,9 @@ class Observation:
 
 
 def _missing_files(checkpoint_dir: str) -> list[str]:
-    """Every file a retained checkpoint's ``_metadata`` names that is not there (read with Flink's loader)."""
-    from cutcheck.flink_bridge.checkpoints import METADATA, referenced_files
+    """Every file a retained checkpoint's ``_metadata`` names that is not there."""
+    from cutcheck.flink_bridge.checkpoints import METADATA
+    from cutcheck.reference.storage.flink_metadata import referenced_files
 
     missing: list[str] = []
     for job in sorted(os.listdir(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else []:
@@ -56,8 +59,22 @@ def _missing_files(checkpoint_dir: str) -> list[str]:
     return missing
 
 
-def observe_json(payload: dict[str, Any]) -> dict[str, Any]:
-    """Run ``payload`` ({"graph", "options": RunOptions fields}) on this process's Flink; an Observation as JSON."""
+def release_runner(version: str) -> Any:
+    """``run(graph, work, options, progress)`` on a prepared release, or EnvironmentProblem saying why not."""
+    from cutcheck.model.errors import EnvironmentProblem
+
+    try:
+        from cutcheck.flink_bridge import launch, releases  # type: ignore[attr-defined]
+    except ImportError:
+        raise EnvironmentProblem(f"--flink {version}: this cutcheck runs Flink only in its own environment; "
+                                 "use the release the flink extra installs, or a cutcheck with `flink env`.") from None
+    releases.require_prepared(version)
+    return lambda graph, work, opts, progress: launch.run_in_release(version, graph, opts, work, progress)
+
+
+def observe_json(payload: dict[str, Any], version: str | None = None) -> dict[str, Any]:
+    """Run ``payload`` ({"graph", "options": RunOptions fields}) on this process's Flink, or on prepared release
+    ``version``; an Observation as JSON."""
     from dataclasses import fields
 
     from cutcheck.flink_bridge import runlog, runner
@@ -65,12 +82,13 @@ def observe_json(payload: dict[str, Any]) -> dict[str, Any]:
 
     known = {f.name for f in fields(RunOptions)}
     opts = RunOptions(**{k: v for k, v in payload["options"].items() if k in known})
-    obs = Observation()
-    try:
-        from pyflink.version import __version__ as version
-        obs.version = str(version)
-    except ImportError:
-        pass
+    obs = Observation(version=version)
+    if version is None:
+        run_case = lambda graph, work, o, progress: runner.run(graph, work, o, progress)  # noqa: E731
+        from pyflink.version import __version__ as installed
+        obs.version = str(installed)
+    else:
+        run_case = release_runner(version)
     t0 = time.monotonic()
     started: list[float] = []  # when the first job was submitted: before it, the lock and the MiniCluster start
 
@@ -85,7 +103,7 @@ def observe_json(payload: dict[str, Any]) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory(prefix="cutcheck-hunt-") as work:
         try:
-            run = runner.run(payload["graph"], os.path.join(work, "flink"), opts, note)
+            run = run_case(payload["graph"], os.path.join(work, "flink"), opts, note)
         except CutcheckError as exc:
             text = str(exc)
             split(time.monotonic())

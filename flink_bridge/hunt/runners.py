@@ -18,7 +18,7 @@ from cutcheck.flink_bridge.compare import ENGINE_NETWORK, engine_scenario
 from cutcheck.flink_bridge.hunt.case import HuntCase
 from cutcheck.flink_bridge.hunt.observe import Observation, observe_json
 from cutcheck.flink_bridge.hunt.risk import slow_of
-from cutcheck.model.errors import CutcheckError, EnvironmentProblem, RestoreRefused
+from cutcheck.model.errors import CutcheckError, RestoreRefused
 from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.recovery.rescale_refusal import RefusalRule, refusal_rule
@@ -233,18 +233,13 @@ class FlinkCaseRunner:
             object.__setattr__(self, k, v)
 
     def _foreign(self) -> Any:
-        """The env helper's seam: a callable running ``observe_json`` in another release's environment."""
-        try:
-            from cutcheck.flink_bridge import worker  # type: ignore[attr-defined]
-        except ImportError:
-            worker = None
-        call = getattr(worker, "observe_in_release", None)
-        if call is None:
-            raise EnvironmentProblem(f"--flink {self.version}: this cutcheck runs cases only on the installed Flink "
-                                     f"({self.installed or 'none installed'}); prepare {self.version} with "
-                                     f"`cutcheck flink env {self.version}` in a cutcheck that has it.")
+        """Another release: its prepared environment runs the job (flink_bridge.launch); checked once, here."""
+        from cutcheck.flink_bridge.hunt.observe import release_runner
+
+        assert self.version is not None
+        release_runner(self.version)  # one sentence now if it cannot run here
         version = self.version
-        return lambda payload: call(version, "cutcheck.flink_bridge.hunt.observe:observe_json", payload)
+        return lambda payload: observe_json(payload, version)
 
 
 def _options_json(case: HuntCase) -> dict[str, Any]:

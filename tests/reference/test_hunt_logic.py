@@ -277,3 +277,13 @@ def test_cli_replay_of_a_bad_case_file_exits_2(tmp_path: Any) -> None:
     result = CliRunner().invoke(app, ["flink", "hunt", "--replay", str(path)])
     assert result.exit_code == 2, result.output
     assert "not a hunt case" in result.output
+
+
+def test_a_release_that_cannot_run_here_is_one_sentence_and_exit_2() -> None:
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+
+    result = CliRunner().invoke(app, ["flink", "hunt", "--flink", "0.0.1", "--cases", "1"])
+    assert result.exit_code == 2, result.output
+    assert "0.0.1" in result.output and "Traceback" not in result.output
