@@ -10,6 +10,7 @@ JVM of this process is needed for it.
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -107,9 +108,12 @@ def observe_json(payload: dict[str, Any], version: str | None = None) -> dict[st
         except CutcheckError as exc:
             text = str(exc)
             split(time.monotonic())
-            if " ended FAILED" in text or " ended CANCELED" in text:
-                obs.restore_failed = text  # the job did not come back after the injected failure
-            else:  # the failure never fired, a timeout, a refused submission: this run says nothing
+            resubmitted = re.search(r"did not accept job '.* #([0-9]+)'", text)
+            if " ended FAILED" in text or " ended CANCELED" in text or (resubmitted and int(resubmitted.group(1)) > 0):
+                # the job did not come back after the injected failure: it failed restoring, or the job
+                # resubmitted from the retained checkpoint at the new parallelism was refused
+                obs.restore_failed = text
+            else:  # the failure never fired, a timeout, the first submission refused: this run says nothing
                 obs.inconclusive = text
             return obs.to_json()
         split(time.monotonic())
