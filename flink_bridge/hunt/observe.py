@@ -60,6 +60,15 @@ def _missing_files(checkpoint_dir: str) -> list[str]:
     return missing
 
 
+def failed_restore(error: str) -> bool:
+    """Whether a run's error says the job did not come back after the injected failure: it failed restoring
+    (a job ended FAILED), or the job resubmitted from the retained checkpoint at the new parallelism was
+    refused. Anything else (the failure never fired, a timeout, the first submission refused) makes the
+    run inconclusive."""
+    resubmitted = re.search(r"did not accept job '.* #([0-9]+)'", error)
+    return " ended FAILED" in error or " ended CANCELED" in error or bool(resubmitted and int(resubmitted.group(1)) > 0)
+
+
 def release_runner(version: str) -> Any:
     """``run(graph, work, options, progress)`` on a prepared release, or EnvironmentProblem saying why not."""
     from cutcheck.model.errors import EnvironmentProblem
@@ -108,12 +117,9 @@ def observe_json(payload: dict[str, Any], version: str | None = None) -> dict[st
         except CutcheckError as exc:
             text = str(exc)
             split(time.monotonic())
-            resubmitted = re.search(r"did not accept job '.* #([0-9]+)'", text)
-            if " ended FAILED" in text or " ended CANCELED" in text or (resubmitted and int(resubmitted.group(1)) > 0):
-                # the job did not come back after the injected failure: it failed restoring, or the job
-                # resubmitted from the retained checkpoint at the new parallelism was refused
+            if failed_restore(text):
                 obs.restore_failed = text
-            else:  # the failure never fired, a timeout, the first submission refused: this run says nothing
+            else:
                 obs.inconclusive = text
             return obs.to_json()
         split(time.monotonic())

@@ -287,3 +287,16 @@ def test_a_release_that_cannot_run_here_is_one_sentence_and_exit_2() -> None:
     result = CliRunner().invoke(app, ["flink", "hunt", "--flink", "0.0.1", "--cases", "1"])
     assert result.exit_code == 2, result.output
     assert "0.0.1" in result.output and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(("error", "restore"), [
+    ("Flink did not accept job 'cutcheck g #1': Caused by: java.lang.UnsupportedOperationException: Cannot rescale "
+     "the given pointwise partitioner..", True),  # FLINK-38267 on 2.1.0: the rescaled resubmission is refused
+    ("Flink job 0123 ended FAILED (java.lang.IllegalStateException: x); see the logs in /tmp.", True),
+    ("Flink did not accept job 'cutcheck g #0': Caused by: IllegalConfigurationException: bad", False),
+    ("the job finished before the failure after checkpoint 1 could fire; give more --records.", False),
+])
+def test_which_flink_errors_are_failed_restores(error: str, restore: bool) -> None:
+    from cutcheck.flink_bridge.hunt.observe import failed_restore
+
+    assert failed_restore(error) is restore
