@@ -63,11 +63,13 @@ def smaller_graphs(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
         outs = [e for e in g["edges"] if e["from"] == v["id"]]
         if v["kind"] in ("source", "sink") or len(ins) != 1 or len(outs) != 1:
             continue
-        new = copy.deepcopy(g)
-        new["vertices"] = [w for w in new["vertices"] if w["id"] != v["id"]]
-        bypass = {**outs[0], "from": ins[0]["from"]}
-        new["edges"] = [e for e in new["edges"] if v["id"] not in (e["from"], e["to"])] + [bypass]
-        yield f"bypass {v['id']}", _with_graph(case, new)
+        # The bypass keeps either exchange: the one into the vertex, or the one out of it.
+        keeps = [({**ins[0], "to": outs[0]["to"]}, ins[0]["partitioner"]), ({**outs[0], "from": ins[0]["from"]}, outs[0]["partitioner"])]
+        for bypass, part in keeps if ins[0]["partitioner"] != outs[0]["partitioner"] else keeps[:1]:
+            new = copy.deepcopy(g)
+            new["vertices"] = [w for w in new["vertices"] if w["id"] != v["id"]]
+            new["edges"] = [e for e in new["edges"] if v["id"] not in (e["from"], e["to"])] + [bypass]
+            yield f"bypass {v['id']} (keeping {part})", _with_graph(case, new)
     for i, e in enumerate(g["edges"]):
         if sum(x["to"] == e["to"] for x in g["edges"]) > 1:
             new = copy.deepcopy(g)
