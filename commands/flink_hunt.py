@@ -88,7 +88,8 @@ def flink_hunt(
         rows = [[i + 1, "inconclusive: " + o.inconclusive if o.inconclusive else
                  ("; ".join(f"{d.kind.value}: {d.evidence[:200]}" for d in found) or "agrees")]
                 for i, (o, found) in enumerate(runs)]
-        out.print(table(f"flink hunt --replay on {runner.name}: {case.summary()}", ["run", "result"], rows))
+        out.print(f"flink hunt --replay on {runner.name}: {case.summary()}", markup=False, highlight=False)
+        out.print(table("runs", ["run", "result"], rows))
         disagree = sum(bool(found) for _, found in runs)
         out.print(f"the model predicts: restore {'refused' if pred.refused else 'accepted'}, exactly-once "
                   f"{'holds' if pred.exactly_once else 'violated'}; {disagree}/{len(runs)} runs disagree",
