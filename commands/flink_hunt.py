@@ -24,6 +24,9 @@ def _print_report(report: Any, version: str | None, reruns: int) -> None:
               f"({report.graphs_per_minute} graphs per minute; {report.workers} worker(s)); "
               f"{report.conclusive} conclusive, {len(report.inconclusive)} inconclusive", markup=False, highlight=False)
     out.print(f"where the time went: {phases}", markup=False, highlight=False)
+    problems = [r for r in report.inconclusive if "model problem" in r]
+    for r in problems[:5]:
+        out.print(f"not judged, {r}", markup=False, highlight=False, soft_wrap=True)
     if not report.findings:
         out.print("no findings: every conclusive case agreed with the model", markup=False, highlight=False)
         return

@@ -86,6 +86,9 @@ def predict(case: HuntCase) -> Prediction:
                       {"exactly_once": eo.to_json(), "violations": result.violations})
     if result.never_fired["failures"]:
         pred.inconclusive = "the engine's run ended before its failure fired"
+    broken = [v for v in result.violations if v.get("invariant") != "EXACTLY_ONCE"]
+    if broken:  # the model's own run broke an invariant: no prediction, and a problem of the model to look at
+        pred.inconclusive = f"model problem: the engine's run broke {broken[0]['invariant']} ({broken[0].get('detail', '')[:160]})"
     return pred
 
 

@@ -300,3 +300,20 @@ def test_which_flink_errors_are_failed_restores(error: str, restore: bool) -> No
     from cutcheck.flink_bridge.hunt.observe import failed_restore
 
     assert failed_restore(error) is restore
+
+
+def test_a_model_run_that_breaks_an_invariant_predicts_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the engine itself does not finish (LIVENESS), the case is not judged and says why."""
+    import cutcheck.flink_bridge.hunt.runners as runners
+
+    real = runners.engine_run
+
+    def stuck(case: HuntCase, mutants: tuple[str, ...] = (), rule: RefusalRule = RefusalRule.PER_EXCHANGE) -> Any:
+        result = real(case, mutants, rule)
+        result.violations = [{"invariant": "LIVENESS", "detail": "the job did not finish within 10 steps"}]
+        return result
+
+    monkeypatch.setattr(runners, "engine_run", stuck)
+    pred = predict(mixed())
+    assert pred.inconclusive is not None and "model problem" in pred.inconclusive and "LIVENESS" in pred.inconclusive
+    assert compare(mixed(), pred, Observation(exactly_once={**EO_OK, "ok": False, "lost": 3})) == []
