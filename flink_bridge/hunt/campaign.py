@@ -155,6 +155,10 @@ class Hunt:
         report = HuntReport(self.runner.name, self.seed, self.minutes, self.workers)
         start = time.monotonic()
         deadline = start + 60.0 * self.minutes
+        if self.workers > 1 and getattr(self.runner, "reuse", False):
+            # A cluster kept open holds the machine lock: the workers would wait for the parent's, and the
+            # parent (shrinking, rerunning) for the workers' results.
+            self.runner.reuse = False  # type: ignore[attr-defined]
         # spawn, not fork: a worker must not inherit a half-started JVM gateway or the parent's threads.
         pool = ProcessPoolExecutor(self.workers, mp_context=multiprocessing.get_context("spawn")) if self.workers > 1 else None
         pending: list[tuple[HuntCase, Future[Any]]] = []
