@@ -298,3 +298,6 @@ def flink_env(
     state = "prepared" if made else "already prepared"
     out.print(f"apache-flink {env.version} {state} in {env.path} (Python {env.python}, {env.size_bytes / 2**20:.0f} MB); "
               f"run a job in it with: cutcheck flink run GRAPH --out DIR --flink {env.version}", soft_wrap=True)
+
+
+from cutcheck.commands import flink_hunt  # noqa: E402,F401 (registers `flink hunt`)

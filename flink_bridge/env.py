@@ -14,6 +14,7 @@ import os
 import shutil
 import sys
 import tempfile
+import time
 import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -102,16 +103,31 @@ def python_path() -> str:
     return os.pathsep.join(dict.fromkeys(paths))
 
 
+CLUSTERS_VAR = "CUTCHECK_FLINK_CLUSTERS"  # how many of our clusters may run at once (flink hunt --clusters)
+
+
 @contextlib.contextmanager
 def machine_lock() -> Iterator[None]:
-    """One Flink cluster of ours at a time on this machine (2 cores shared by several people)."""
-    path = os.path.join(tempfile.gettempdir(), LOCK_NAME)
-    with open(path, "a") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """One Flink cluster of ours at a time on this machine (2 cores shared by several people), or up to
+    ``$CUTCHECK_FLINK_CLUSTERS`` when the user allowed more (one lock file per slot)."""
+    try:
+        slots = max(1, int(os.environ.get(CLUSTERS_VAR, "1")))
+    except ValueError:
+        slots = 1
+    paths = [os.path.join(tempfile.gettempdir(), LOCK_NAME if i == 0 else f"{LOCK_NAME}.{i}") for i in range(slots)]
+    while True:
+        for path in paths:
+            with open(path, "a") as fh:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | (fcntl.LOCK_NB if slots > 1 else 0))
+                except BlockingIOError:
+                    continue  # that slot is taken: try the next
+                try:
+                    yield
+                finally:
+                    fcntl.flock(fh, fcntl.LOCK_UN)
+                return
+        time.sleep(0.2)
 
 
 @dataclass(slots=True)
@@ -124,8 +140,36 @@ class Cluster:
         return f"http://127.0.0.1:{self.port}"
 
 
+_HELD: dict[str, Any] = {}  # the cluster held_cluster keeps open: "cluster", "slots", "extra"
+
+
+@contextlib.contextmanager
+def held_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    """Keep one MiniCluster (and the machine lock) across the runs inside: ``mini_cluster`` hands it out
+    instead of starting one when it has the slots and configuration asked for (flink hunt, one case
+    after another). A run that needs more must not start inside: this process holds the lock."""
+    with mini_cluster(slots, extra) as cluster:
+        _HELD.update(cluster=cluster, slots=slots, extra=dict(extra or {}))
+        try:
+            yield cluster
+        finally:
+            _HELD.clear()
+
+
+def held_slots() -> int:
+    """Slots of the cluster held open in this process (0: none)."""
+    return int(_HELD.get("slots", 0))
+
+
 @contextlib.contextmanager
 def mini_cluster(slots: int, extra: dict[str, str] | None = None) -> Iterator[Cluster]:
+    held = _HELD.get("cluster")
+    if held is not None:
+        if slots > _HELD["slots"] or dict(extra or {}) != _HELD["extra"]:
+            raise EnvironmentProblem(f"a run needs {slots} slots and {extra} while this process holds a MiniCluster "
+                                     f"with {_HELD['slots']} and {_HELD['extra']}; close it first.")
+        yield held  # its jobs have ended; the next one gets the same JobManager and TaskManager
+        return
     gw = gateway()
     jvm = gw.jvm
     conf = jvm.org.apache.flink.configuration.Configuration()

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.partitioning import UNSUPPORTED, partitioner_info
+from cutcheck.reference.core.refusal_rule import RefusalRule, current_rule
 
 if TYPE_CHECKING:
     from cutcheck.model.errors import RestoreRefused
@@ -75,6 +76,13 @@ def flink_refusal(graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int
         if (holds and not info.supports_unaligned and UNSUPPORTED not in (info.upstream_mapper, info.downstream_mapper)
                 and {e.source, e.target} & changed):
             return f"edge #{e.key} ({e.partitioner}) holds in-flight data Flink 1.19 cannot rescale"
+    if current_rule() is RefusalRule.PER_EXCHANGE:  # the documented rule: only exchanges holding data are remapped
+        for e in edges:
+            info = partitioner_info(e.partitioner)
+            if ((e.key in held.consumer_side or e.key in held.producer_side) and {e.source, e.target} & changed
+                    and UNSUPPORTED in (info.upstream_mapper, info.downstream_mapper)):
+                return f"edge #{e.key} ({e.partitioner}) holds in-flight data and has no mapping to rescale it"
+        return None
     # Data next to a vertex, per side: at its gates (its inputs' consumer side, or its producers'
     # partitions) and at its partitions (its outputs' producer side, or its consumers' gates).
     data_at_gates: dict[str, bool] = {v.id: False for v in graph.vertices}

@@ -28,6 +28,9 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.partitioning import UNSUPPORTED, subtask_state_mapper
+from cutcheck.reference.core.refusal_rule import RefusalRule, current_rule, refusal_rule
+
+__all__ = ["ChannelStateMap", "RefusalRule", "current_rule", "refusal_rule", "refuse_if_flink_would", "remapped_sides"]
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge, JobGraph
@@ -104,6 +107,9 @@ def refuse_if_flink_would(graph: JobGraph, done: CompletedCheckpoint, new: dict[
     state = ChannelStateMap.of(graph, done)
     if not (state.input_edges or state.output_edges):
         return
+    if current_rule() is RefusalRule.PER_EXCHANGE:
+        _refuse_per_exchange(graph, state, done, new)
+        return
     order = {vid: i for i, vid in enumerate(graph.topological_order())}
     sides = remapped_sides(graph, state, done.parallelism, new)
     for (vid, side), why in sorted(sides.items(), key=lambda kv: (order[kv[0][0]], kv[0][1])):
@@ -122,3 +128,18 @@ def refuse_if_flink_would(graph: JobGraph, done: CompletedCheckpoint, new: dict[
             "whole restore; restore at the old parallelism, rescale from an aligned checkpoint or savepoint, "
             "or use rebalance."
         )
+
+
+def _refuse_per_exchange(graph: JobGraph, state: ChannelStateMap, done: CompletedCheckpoint, new: dict[str, int]) -> None:
+    """The documented rule: refuse only when an exchange that holds in-flight data must be remapped
+    (one of its ends changes parallelism) and its mapper cannot rescale it."""
+    old = done.parallelism
+    for e in graph.edges:
+        held = e.key in state.input_edges or e.key in state.output_edges
+        moved = old[e.source] != new[e.source] or old[e.target] != new[e.target]
+        if held and moved and _unsupported(e):
+            raise RestoreRefused(
+                f"restore refused as Flink documents it: checkpoint {done.cp} holds in-flight records on "
+                f"{e.describe()}, a {e.partitioner} edge ({e.source} {old[e.source]} -> {new[e.source]}, "
+                f"{e.target} {old[e.target]} -> {new[e.target]}), whose in-flight data cannot be rescaled "
+                "(UNSUPPORTED subtask mapper); restore at the old parallelism or from an aligned checkpoint.")

@@ -1,0 +1,251 @@
+"""The two sides of a hunt: the model's prediction and a runner that stands for "a Flink".
+
+* ``predict(case)``: the reference engine under Flink's documented rules (rescale refusals per
+  exchange, reference.recovery.rescale_refusal.RefusalRule.PER_EXCHANGE).
+* ``CaseRunner``: what the hunt runs a case on. ``FlinkCaseRunner(version)`` is real Flink;
+  ``EngineCaseRunner(fault=..., rule=...)`` is the engine with a planted catalogue fault (or Flink
+  1.19's per-vertex refusal rule) standing in for a Flink with a bug, so that the hunt's own logic
+  is tested without Flink.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from cutcheck.flink_bridge.compare import ENGINE_NETWORK, engine_scenario
+from cutcheck.flink_bridge.hunt.case import HuntCase
+from cutcheck.flink_bridge.hunt.observe import Observation, observe_json
+from cutcheck.flink_bridge.hunt.risk import slow_of
+from cutcheck.model.errors import CutcheckError, RestoreRefused
+from cutcheck.model.execution import edge_supports_unaligned
+from cutcheck.model.graph import JobGraph
+from cutcheck.reference.recovery.rescale_refusal import RefusalRule, refusal_rule
+
+ENGINE_CHECKPOINTS = 4  # the engine's interval: its checkpoint-free run split so that about this many complete
+# Flink's buffer counts (compare.ENGINE_NETWORK) with buffers of four records: the engine's jobs are a few
+# hundred records, Flink's thousands, and both must fill their channels to hold in-flight data.
+HUNT_NETWORK = {**ENGINE_NETWORK, "buffer_bytes": 4 * ENGINE_NETWORK["record_bytes"]}
+
+
+@dataclass(slots=True)
+class Prediction:
+    """What the model says a correct Flink does with the case."""
+
+    refused: str | None  # the restore is refused (and why), or None: accepted
+    unaligned_edges: list[str]  # exchanges that carry unaligned barriers and may persist in-flight data
+    exactly_once: bool
+    counts_hold: bool  # every key's committed counts run 1..n once, where the graph promises it
+    engine: dict[str, Any] = field(default_factory=dict)  # the engine's exactly-once summary and violations
+    inconclusive: str | None = None
+
+    @property
+    def unaligned(self) -> bool:
+        return bool(self.unaligned_edges)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"restore": "refused" if self.refused else "accepted", "refused": self.refused,
+                "unaligned_edges": self.unaligned_edges, "exactly_once": self.exactly_once,
+                "per_key_counts": "1..n once per key" if self.counts_hold else "not promised",
+                "retained_files_present": True, "engine": self.engine, "inconclusive": self.inconclusive}
+
+
+def unaligned_edges(graph: JobGraph, mode: str) -> list[str]:
+    if mode == "aligned":
+        return []
+    return [e.describe() for e in graph.edges if edge_supports_unaligned(graph, e.key)]
+
+
+def engine_run(case: HuntCase, mutants: tuple[str, ...] = (), rule: RefusalRule = RefusalRule.PER_EXCHANGE) -> Any:
+    """One engine run of the case (a SimResult), or the RestoreRefused it raised."""
+    from cutcheck.flink_bridge.compare import engine_steps
+    from cutcheck.reference import Scenario, simulate
+
+    graph, opts = case.job_graph(), case.options()
+    slow = slow_of(graph)
+    interval = max(2, engine_steps(graph, opts, slow) // (case.fail_after + ENGINE_CHECKPOINTS))
+    scenario = engine_scenario(graph, opts, interval, slow, slow)
+    scenario["network"] = dict(HUNT_NETWORK)
+    scenario["mutants"] = list(mutants)
+    with refusal_rule(rule):
+        try:
+            return simulate(Scenario.from_json(scenario))
+        except RestoreRefused as exc:
+            return exc
+
+
+def predict(case: HuntCase) -> Prediction:
+    graph = case.job_graph()
+    edges = unaligned_edges(graph, case.mode)
+    result = engine_run(case)
+    if isinstance(result, RestoreRefused):
+        return Prediction(str(result), edges, True, True)
+    eo = result.exactly_once
+    pred = Prediction(None, edges, result.ok, eo.count_gaps == 0,
+                      {"exactly_once": eo.to_json(), "violations": result.violations})
+    if result.never_fired["failures"]:
+        pred.inconclusive = "the engine's run ended before its failure fired"
+    broken = [v for v in result.violations if v.get("invariant") != "EXACTLY_ONCE"]
+    if broken:  # the model's own run broke an invariant: no prediction, and a problem of the model to look at
+        pred.inconclusive = f"model problem: the engine's run broke {broken[0]['invariant']} ({broken[0].get('detail', '')[:160]})"
+    return pred
+
+
+class CaseRunner(Protocol):
+    """A Flink (or a stand-in) the hunt runs cases on."""
+
+    name: str
+
+    def accepts(self, case: HuntCase) -> bool:
+        """Whether this runner can run the case at all (translation, options)."""
+        ...
+
+    def records(self, graph: JobGraph, slow: str) -> int:
+        """Records per source that make a run of ``graph`` long enough for its failure and restore."""
+        ...
+
+    def run(self, case: HuntCase) -> Observation:
+        ...
+
+
+@dataclass(slots=True)
+class EngineCaseRunner:
+    """The engine with a planted fault (and/or another refusal rule): "a Flink with a bug", offline."""
+
+    fault: str | None = None
+    rule: RefusalRule = RefusalRule.PER_EXCHANGE
+    per_source: int = 120
+
+    @property
+    def name(self) -> str:
+        parts = [f"fault {self.fault}"] if self.fault else []
+        if self.rule is not RefusalRule.PER_EXCHANGE:
+            parts.append(f"{self.rule.value} refusals")
+        return "engine" + (f" ({', '.join(parts)})" if parts else "")
+
+    def accepts(self, case: HuntCase) -> bool:
+        try:
+            graph = case.job_graph()
+            if case.rescale:
+                graph.with_parallelism(case.rescale)
+        except CutcheckError:
+            return False
+        return True
+
+    def records(self, graph: JobGraph, slow: str) -> int:
+        return self.per_source
+
+    def run(self, case: HuntCase) -> Observation:
+        t0 = time.monotonic()
+        result = engine_run(case, (self.fault,) if self.fault else (), self.rule)
+        obs = Observation(seconds={"run": time.monotonic() - t0}, version=self.name)
+        if isinstance(result, RestoreRefused):
+            obs.restore_failed = str(result)
+            return obs
+        obs.exactly_once = result.exactly_once.to_json()
+        done = [c for c in result.checkpoints if c["status"] == "completed"]
+        obs.completed = len(done)
+        obs.persisted_bytes = sum(c["state_bytes"] for c in done)
+        obs.violations = list(result.violations)
+        if result.never_fired["failures"]:
+            obs.inconclusive = "the run ended before its failure fired"
+        return obs
+
+
+@dataclass(slots=True)
+class FlinkCaseRunner:
+    """Real Flink: ``version`` None (or the installed release) runs in this process; another release
+    runs through flink_bridge.worker in that release's environment (``cutcheck flink env VERSION``)."""
+
+    version: str | None = None
+    reuse: bool = False  # keep one MiniCluster (and the machine lock) from case to case, until close()
+    installed: str | None = field(default=None, init=False)
+    _held: Any = field(default=None, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        try:
+            from pyflink.version import __version__ as installed
+            self.installed = str(installed)
+        except ImportError:
+            self.installed = None
+        if self.version is None or self.version == self.installed:
+            from cutcheck.flink_bridge.env import require_flink
+
+            require_flink()
+        else:
+            self._foreign()  # fails now, in one sentence, if that release cannot run here
+
+    @property
+    def name(self) -> str:
+        return f"Flink {self.version or self.installed}"
+
+    def accepts(self, case: HuntCase) -> bool:
+        from cutcheck.flink_bridge.runner import prepare
+
+        try:
+            prepare(case.graph, case.options())
+        except CutcheckError:
+            return False
+        return True
+
+    def records(self, graph: JobGraph, slow: str) -> int:
+        from cutcheck.flink_bridge.conform import records_for
+
+        return records_for(graph, slow)
+
+    def run(self, case: HuntCase) -> Observation:
+        payload = {"graph": case.graph, "options": _options_json(case)}
+        if self.version is None or self.version == self.installed:
+            t0 = time.monotonic()
+            self._hold(case)
+            obs = Observation.from_json(observe_json(payload))
+            obs.seconds["cluster"] = obs.seconds.get("cluster", 0.0) + time.monotonic() - t0 - sum(obs.seconds.values())
+            return obs
+        return Observation.from_json(self._foreign()(payload))
+
+    def _hold(self, case: HuntCase) -> None:
+        """With ``reuse``: a MiniCluster with the slots this case needs, kept open for the next cases."""
+        from contextlib import ExitStack
+
+        from cutcheck.flink_bridge import env
+
+        if not self.reuse:
+            return
+        graph = case.job_graph()
+        after = graph.with_parallelism(case.rescale) if case.rescale else graph
+        slots = max(v.parallelism for g in (graph, after) for v in g.vertices)
+        if self._held is not None and env.held_slots() >= slots:
+            return
+        self.close()
+        self._held = ExitStack()
+        retained = {"execution.checkpointing.num-retained": str(case.options().retained)}  # as runner.run asks
+        self._held.enter_context(env.held_cluster(max(slots, 3), retained))
+
+    def close(self) -> None:
+        """Stop the MiniCluster kept open for reuse (and release the machine lock)."""
+        if self._held is not None:
+            held, self._held = self._held, None
+            held.close()
+
+    def __getstate__(self) -> dict[str, Any]:  # a worker process gets the settings, never an open cluster
+        return {"version": self.version, "reuse": self.reuse, "installed": self.installed, "_held": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        for k, v in state.items():
+            object.__setattr__(self, k, v)
+
+    def _foreign(self) -> Any:
+        """Another release: its prepared environment runs the job (flink_bridge.launch); checked once, here."""
+        from cutcheck.flink_bridge.hunt.observe import release_runner
+
+        assert self.version is not None
+        release_runner(self.version)  # one sentence now if it cannot run here
+        version = self.version
+        return lambda payload: observe_json(payload, version)
+
+
+def _options_json(case: HuntCase) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return asdict(case.options())
