@@ -111,6 +111,14 @@ def test_orphans_on_a_real_rocksdb_incremental_directory(tmp_path: Path) -> None
     dry = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--min-age", "0", "--json", str(tmp_path / "dry.json")])
     assert set(json.loads((tmp_path / "dry.json").read_text())["orphans"]) == orphans
 
+    # Which bucket rule is safe on a real incremental job: none on shared/ (RocksDB keeps an SST for as long
+    # as it lives), a chk- rule of at least two days (S3 rounds to midnight UTC), never "0 days".
+    life = CliRunner().invoke(app, ["storage", "lifecycle", str(ck), "--json", str(tmp_path / "life.json")])
+    assert life.exit_code == 0, life.output
+    rules = {r["kind"]: r for r in json.loads((tmp_path / "life.json").read_text())["rules"]}
+    assert rules["shared"]["days"] is None and "no age-based rule is safe" in life.stdout
+    assert rules["chk"]["days"] is not None and rules["chk"]["days"] >= 2 and " 0 day" not in life.stdout
+
     # Delete the orphans (the CLI), then restore the latest retained checkpoint into the same sink
     # directory: the second run's committed files plus the continuation must hold every record once.
     before = tree(ck)
