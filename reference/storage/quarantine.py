@@ -183,7 +183,10 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
             moved.append(m)
     finally:
         batch.files = moved
-        for m in [m for m in plan if m not in moved]:  # interrupted between link and unlink: the original stays, the link goes
+        # The files not moved, by identity in a set (each original is planned once): no search of ``moved``
+        # a file, which was quadratic (10^10 comparisons for 10^5 orphans).
+        done = {id(m) for m in moved}
+        for m in (m for m in plan if id(m) not in done):  # interrupted between link and unlink: the original stays, the link goes
             stored = os.path.join(path, FILES, m.stored)
             if os.path.exists(stored) and os.path.exists(m.original) and os.path.samefile(stored, m.original):
                 os.remove(stored)
