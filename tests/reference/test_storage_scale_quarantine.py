@@ -12,7 +12,10 @@ import os
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from cutcheck.cli import app
+from cutcheck.commands import storage_output
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage import quarantine as q
 from cutcheck.reference.storage import quarantine_moves as moves
@@ -155,3 +158,16 @@ def test_copied_bytes_are_identified_by_their_sha256(tmp_path: Path, monkeypatch
     stored.write_bytes(good)
     assert len(q.restore_batch(str(listing.base)).restored) == len(batch.files)
     assert tree(ck) == before
+
+
+def test_restore_streams_a_long_list_of_restored_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    ck, many = stale_files(tmp_path)
+    monkeypatch.setattr(storage_output, "RENDERED_ROWS", 10)  # past it, rows are lines, not a rendered table
+    moved = CliRunner().invoke(app, ["storage", "orphans", str(ck), "--delete"])
+    assert moved.exit_code == 0, moved.stdout + moved.stderr
+    back = CliRunner().invoke(app, ["storage", "restore-quarantine", str(ck)])
+    assert back.exit_code == 0, back.stdout + back.stderr
+    lines = back.stdout.splitlines()
+    assert "file\tsize" in lines
+    assert {str(p) for p in many} <= {line.split("\t")[0] for line in lines}
+    assert all(p.exists() for p in many)
