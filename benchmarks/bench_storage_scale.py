@@ -15,6 +15,9 @@ Prints one JSON line per figure:
   tree measured in the same run;
 * ``orphans_delete_plan`` (local): in a child process, what ``orphans --delete`` decides before it moves
   anything (the inspection with the default --min-age 1h, and a reason per orphan);
+* ``orphans_delete``, ``restore_quarantine``, ``after_restore`` (local, with ``--delete``): ``orphans --delete``
+  moving every orphan into the quarantine, then ``restore-quarantine`` putting them back, each in a child
+  process; ``after_restore`` checks that ``find`` counts the same lines as before;
 * ``s3_list`` and ``s3_inspect`` (with ``--s3``; sizes up to ``--s3-max``, default 10^5): the same layout as
   objects on a local moto S3 server (tests/reference/s3_server.py's kind), a plain paged boto3 ListObjectsV2
   of the prefix (1000 keys a page) against ``inspect`` of ``s3://bucket/ckpts`` in this process; the server's
@@ -23,6 +26,7 @@ Prints one JSON line per figure:
     python benchmarks/bench_storage_scale.py                      # 10^4 and 10^5, local
     python benchmarks/bench_storage_scale.py --sizes 1000000      # the acceptance case (about 4 GB of inodes)
     python benchmarks/bench_storage_scale.py --sizes 10000,100000 --s3
+    python benchmarks/bench_storage_scale.py --sizes 100000 --delete  # also --delete and restore-quarantine
 """
 
 from __future__ import annotations
@@ -176,7 +180,7 @@ assert len(reasons) == int(sys.argv[2]), (len(reasons), sys.argv[2])
 """
 
 
-def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None) -> None:
+def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None, delete: bool = False) -> None:
     tmp = reuse or tempfile.mkdtemp(prefix="cutcheck-bench-storage-")
     base = f"{tmp}/ckpts"
     keep = keep or reuse is not None
@@ -203,6 +207,16 @@ def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None) 
         print(json.dumps({"figure": "orphans_delete_plan", "seconds": round(seconds, 2), "peak_rss_mb": round(rss),
                           "exit": code, "over_find": round(seconds / baseline, 1), "timed_out": seconds >= timeout,
                           **common}), flush=True)
+        if delete:  # then moved into the quarantine and put back: the base is as it was afterwards
+            for name, args in {"orphans_delete": ["storage", "orphans", base, "--delete"],
+                               "restore_quarantine": ["storage", "restore-quarantine", base]}.items():
+                seconds, rss, code = child([sys.executable, "-m", "cutcheck", *args], timeout)
+                print(json.dumps({"figure": name, "seconds": round(seconds, 2), "peak_rss_mb": round(rss),
+                                  "exit": code, "over_find": round(seconds / baseline, 1),
+                                  "timed_out": seconds >= timeout, **common}), flush=True)
+            after, lines_after = find_wc(base)
+            print(json.dumps({"figure": "after_restore", "lines": lines_after, "same": lines_after == lines, **common}),
+                  flush=True)
     finally:
         if keep:
             print(json.dumps({"figure": "kept", "base": base}), flush=True)
@@ -275,13 +289,15 @@ def main() -> None:
     ap.add_argument("--s3", action="store_true", help="also measure on a local moto S3 server")
     ap.add_argument("--s3-max", type=int, default=100_000, help="largest base put on the S3 server")
     ap.add_argument("--local", action=argparse.BooleanOptionalAction, default=True, help="measure the local figures")
+    ap.add_argument("--delete", action="store_true",
+                    help="also time `orphans --delete` then `restore-quarantine` (the base is put back)")
     ap.add_argument("--keep", action="store_true", help="keep the local bases (their paths are printed)")
     ap.add_argument("--reuse", help="a directory an earlier --keep run printed: measure its base again (one size)")
     args = ap.parse_args()
     sizes = [int(x) for x in args.sizes.split(",") if x]
     if args.local:
         for n in sizes:
-            local_figures(n, args.timeout, args.keep, args.reuse)
+            local_figures(n, args.timeout, args.keep, args.reuse, args.delete)
     if args.s3:
         s3_figures([n for n in sizes if n <= args.s3_max])
 

@@ -21,6 +21,7 @@ from cutcheck.commands.storage import (
     _storage_listing,
     storage_app,
 )
+from cutcheck.commands.storage_output import print_rows
 
 
 @storage_app.command("quarantine-checkpoint")
@@ -73,16 +74,17 @@ def storage_restore_quarantine(
     endpoint_url: str = typer.Option(None, "--endpoint-url", help=_ENDPOINT_HELP),
 ) -> None:
     """Put a quarantined batch back where its files were, and say exactly what was put back. Refuses
-    (nothing moved) when another file exists at an original path, or a quarantined file no longer has
-    the sha256 (on an object store: the ETag) it was moved with."""
+    (nothing moved) when another file exists at an original path, or a quarantined file changed since it
+    was moved (its inode, size or modification time when it was moved by a hard link; its sha256 when it
+    was copied; on an object store its ETag)."""
     from cutcheck.reference.storage.quarantine import restore_batch
     from cutcheck.reference.storage.store import open_store
 
     store, _ = open_store(base, endpoint_url)
     done = restore_batch(base, batch_name, endpoint_url=endpoint_url)
     batch = done.batch
-    out.print(table(f"restored from batch {batch.name}", ["file", "size"],
-                    [[store.uri(m.original), _bytes(m.size)] for m in done.restored]))
+    print_rows(f"restored from batch {batch.name}", ["file", "size"],  # streamed past 1 000 rows, as orphans are
+               ([store.uri(m.original), _bytes(m.size)] for m in done.restored), len(done.restored))
     extra = []
     if done.in_place:
         extra.append(f"{len(done.in_place)} file(s) of its plan were never moved (the run that made it was "

@@ -5,7 +5,10 @@ run of the command, keeping their paths::
 
     <base>/.cutcheck-quarantine/<UTC yyyymmddThhmmssZ>-<pid>/
         manifest.json     format, when, the base, and per file: original path, stored path, size,
-                          sha256, modification time, why it was an orphan
+                          modification time, why it was an orphan, and what identifies its bytes:
+                          moved by a hard link (the same file system), its inode and modification time
+                          in nanoseconds (a link keeps the bytes, so no byte is read); copied (across
+                          file systems), its sha256
         files/<path>      the file, at its path relative to the base (with entropy injection: to
                           the directory before the marker, so every random prefix keeps its place)
 
@@ -21,8 +24,6 @@ days. Nothing under the quarantine is ever scanned as a checkpoint or called an 
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
 import os
 import shutil
@@ -34,6 +35,7 @@ from typing import Any
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import METADATA
 from cutcheck.reference.storage.inspection import CheckpointListing
+from cutcheck.reference.storage.quarantine_moves import _links_work, _move, _sha256
 from cutcheck.reference.storage.scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
 from cutcheck.reference.storage.store import Store, local_form, open_store
 
@@ -51,6 +53,26 @@ class Moved:
     mtime: float
     reason: str
     etag: str = ""  # on an object store: the stored copy's ETag (sha256 is then empty)
+    inode: int = 0  # moved by a hard link: the file's inode and st_mtime_ns (sha256 is then empty)
+    mtime_ns: int = 0
+
+    def unchanged(self, stored: str) -> bool:
+        """Whether the stored file still holds what was quarantined: its sha256 when it was copied; when it was
+        linked (the same inode, so the same bytes unless written since), its inode, size and modification time."""
+        if self.sha256:
+            return _sha256(stored) == self.sha256
+        try:
+            st = os.stat(stored)
+        except OSError:
+            return False
+        return (st.st_ino, st.st_size, st.st_mtime_ns) == (self.inode, self.size, self.mtime_ns)
+
+    def same_bytes(self, other: str, stored: str) -> bool:
+        """Whether ``other`` holds the bytes quarantined: its sha256 against the one recorded, or (linked, nothing
+        recorded) against the stored file's, when that is unchanged."""
+        if self.sha256:
+            return _sha256(other) == self.sha256
+        return self.unchanged(stored) and _sha256(other) == _sha256(stored)
 
 
 @dataclass(slots=True)
@@ -89,49 +111,12 @@ def parse_age(text: str) -> float:
     return value * units[unit]
 
 
-def _sha256(path: str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def _write_manifest(batch: Batch) -> None:
     tmp = os.path.join(batch.path, MANIFEST + ".tmp")
     with open(tmp, "w") as fh:
         json.dump(batch.to_json(), fh, indent=1, sort_keys=True)
         fh.write("\n")
     os.replace(tmp, os.path.join(batch.path, MANIFEST))
-
-
-def _move(src: str, dst: str) -> None:
-    """Move without ever overwriting ``dst``: a hard link then unlink, else copy (exclusive), check, remove.
-
-    FileNotFoundError when ``src`` is gone, with nothing left at ``dst``: a concurrent --delete that
-    moved the same file first wins, and this one keeps no second copy of it."""
-    os.makedirs(os.path.dirname(dst), exist_ok=True)
-    try:
-        os.link(src, dst, follow_symlinks=False)
-    except OSError as exc:
-        if exc.errno not in (errno.EXDEV, errno.EPERM, errno.EMLINK, errno.ENOTSUP):
-            raise
-        try:
-            with open(src, "rb") as fin, open(dst, "xb") as fout:
-                shutil.copyfileobj(fin, fout)
-            shutil.copystat(src, dst)
-        except FileNotFoundError:
-            if os.path.exists(dst) and not os.path.exists(src):
-                os.remove(dst)
-            raise
-        if os.path.getsize(dst) != os.path.getsize(src):
-            os.remove(dst)
-            raise StorageError(f"{src}: the copy to {dst} came out short; nothing was removed.") from None
-    try:
-        os.remove(src)
-    except FileNotFoundError:
-        os.remove(dst)  # another run unlinked it between our link and our unlink: its batch holds it
-        raise
 
 
 def _anchor(listing: CheckpointListing) -> str:
@@ -163,6 +148,7 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
     path = _new_batch(listing.base, started)
     batch = Batch(path, listing.base, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)), started)
     plan: list[Moved] = []
+    here, links = os.stat(path).st_dev, _links_work(path)
     for f in todo:
         try:
             st = os.lstat(f)
@@ -170,20 +156,30 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
             continue
         if not stat.S_ISREG(st.st_mode) or (min_age > 0 and st.st_mtime > time.time() - min_age):
             continue  # a link or no file at all; or written to since it was listed
-        plan.append(Moved(f, os.path.relpath(f, anchor), st.st_size, _sha256(f), st.st_mtime, reasons.get(f, "orphan")))
+        linked = links and st.st_dev == here  # a hard link keeps the bytes: no need to read them
+        plan.append(Moved(f, os.path.relpath(f, anchor), st.st_size, "" if linked else _sha256(f), st.st_mtime,
+                          reasons.get(f, "orphan"), inode=st.st_ino if linked else 0,
+                          mtime_ns=st.st_mtime_ns if linked else 0))
     batch.files = plan
     _write_manifest(batch)  # before the first move: an interrupted run can still be put back
     moved: list[Moved] = []
     try:
         for m in plan:
+            stored = os.path.join(path, FILES, m.stored)
             try:
-                _move(m.original, os.path.join(path, FILES, m.stored))
+                copied = _move(m.original, stored)
             except FileNotFoundError:
                 continue
+            if copied and not m.sha256:  # a link refused after all (rare): the bytes were copied, so hashed
+                m.sha256, m.inode, m.mtime_ns = copied, 0, 0
+                _write_manifest(batch)
             moved.append(m)
     finally:
         batch.files = moved
-        for m in [m for m in plan if m not in moved]:  # interrupted between link and unlink: the original stays, the link goes
+        # The files not moved, by identity in a set (each original is planned once): no search of ``moved``
+        # a file, which was quadratic (10^10 comparisons for 10^5 orphans).
+        done = {id(m) for m in moved}
+        for m in (m for m in plan if id(m) not in done):  # interrupted between link and unlink: the original stays, the link goes
             stored = os.path.join(path, FILES, m.stored)
             if os.path.exists(stored) and os.path.exists(m.original) and os.path.samefile(stored, m.original):
                 os.remove(stored)
@@ -317,15 +313,16 @@ def restore_batch(base: str, name: str | None = None, endpoint_url: str | None =
             result.in_place.append(m)
             continue
         if os.path.lexists(m.original):
-            if os.path.isfile(m.original) and _sha256(m.original) == m.sha256:
+            if os.path.isfile(m.original) and m.same_bytes(m.original, stored):
                 stray.append(stored)  # a copy made before the run was interrupted; the original never went
                 result.in_place.append(m)
                 continue
             raise StorageError(f"{m.original} exists again, so restoring batch {batch.name} would overwrite it; move "
                                f"that file aside first (nothing was restored).")
-        if _sha256(stored) != m.sha256:
-            raise StorageError(f"{stored} no longer holds what was quarantined (sha256 differs); restore it by hand "
-                               f"if you trust it (nothing was restored).")
+        if not m.unchanged(stored):
+            raise StorageError(f"{stored} no longer holds what was quarantined (its "
+                               f"{'sha256' if m.sha256 else 'inode, size or modification time'} differs); restore it "
+                               f"by hand if you trust it (nothing was restored).")
         todo.append((m, stored))
     for d in batch.removed_dirs:
         if not os.path.isdir(d):

@@ -17,8 +17,8 @@ import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable
-from itertools import groupby, repeat
-from operator import itemgetter
+from itertools import compress, groupby, repeat
+from operator import contains, itemgetter
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
@@ -212,10 +212,13 @@ def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkep
     found: set[str] = set()
     for refs, directory in named:
         mark = os.sep + os.path.basename(directory) + os.sep
-        if any(mark in r and os.path.dirname(r) != directory for r in refs):  # rule 1: the directory was moved
+        # The filters run in C (compress over mapped tests), not a Python step a reference.
+        marked = compress(refs, map(contains, refs, repeat(mark)))
+        if any(os.path.dirname(r) != directory for r in marked):  # rule 1: the directory was moved
             found |= reroot(refs, directory, []) & unkept
         heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
-        for r in [r for r in refs if r[r.rfind(os.sep) + 1:] in by_name]:
+        names = map(itemgetter(2), map(str.rpartition, refs, repeat(os.sep)))
+        for r in list(compress(refs, map(by_name.__contains__, names))):
             for f in by_name[r[r.rfind(os.sep) + 1:]]:
                 if f not in found and any(f.startswith(h) and r.endswith(os.sep + f[len(h):]) for h in heads):
                     found.add(f)
