@@ -13,7 +13,9 @@ The run, in order:
    That is the engine's "rescale on the restore after failure k" on a real cluster.
    With ``savepoint`` (canonical or native) instead: once checkpoint ``stop_after`` completed, the driver
    stops the job with a savepoint of that format (REST ``/jobs/<id>/stop``) and submits it again from
-   that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``.
+   that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``. ``fail_after`` with
+   a savepoint fails the restored job once it completed that many checkpoints of its own, restarted in
+   place (a later checkpoint has subsumed a claimed savepoint by then).
 4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
 
 What the job is (the translation, chaining, the checkpointing keys of the release PyFlink imports,
@@ -57,7 +59,7 @@ class RunOptions:
     mode: str = "unaligned"
     interval_ms: int = 200
     alignment_timeout_ms: int = 20  # aligned_timeout: start aligned, go unaligned after this
-    fail_after: int | None = None  # inject one failure once checkpoint N completed
+    fail_after: int | None = None  # inject one failure once checkpoint N completed (with savepoint: N of the restored job's own)
     fail_vertex: str | None = None  # default: the slow vertex
     restart: bool = True  # restart in place after the failure (ignored with rescale)
     rescale: dict[str, int] = field(default_factory=dict)
@@ -130,8 +132,6 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
     if opts.savepoint is not None:
         if opts.savepoint not in SAVEPOINT_FORMATS:
             raise CutcheckError(f"--savepoint {opts.savepoint!r} is not one of {', '.join(SAVEPOINT_FORMATS)}.")
-        if opts.fail_after is not None:
-            raise CutcheckError("--savepoint and --fail-after-checkpoint are two ways to end the first job; give one.")
         if opts.stop_after is None or opts.stop_after < 1:
             raise CutcheckError("--savepoint needs --stop-after-checkpoint N (at least 1): the job stops once checkpoint N completed.")
     if opts.kill_after is not None and (opts.kill_after < 1 or opts.fail_after is not None or opts.savepoint or opts.rescale):
@@ -266,7 +266,8 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
                           fail_vertex if opts.fail_after else None, flink_version=installed().name)
         deadline = time.monotonic() + opts.timeout_s
-        in_place = opts.restart and not opts.rescale
+        # With a savepoint the rescale happens on the resubmission, so a later failure restarts in place.
+        in_place = opts.restart and (not opts.rescale or opts.savepoint is not None)
         current = graph
         restore = _uri(opts.restore) if opts.restore else None
         while True:
@@ -318,8 +319,11 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
         if state in TERMINAL:
             _note_fired(probes, result)
             return state
-        if opts.fail_after is not None and result.armed_ms is None:
-            latest, _ = rest.latest_completed(job_id)
+        if opts.fail_after is not None and result.armed_ms is None and (opts.savepoint is None or result.jobs[-1].index):
+            # After a savepoint the failure is the restored job's, counted in its own completed checkpoints
+            # (their ids continue the savepoint's).
+            latest = (rest.get(f"/jobs/{job_id}/checkpoints").get("counts") or {}).get("completed", 0) \
+                if opts.savepoint is not None else rest.latest_completed(job_id)[0]
             if latest >= opts.fail_after:
                 Path(probes.armed).touch()  # type: ignore[arg-type]
                 result.armed_ms = _now()

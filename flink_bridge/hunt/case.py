@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cutcheck.flink_bridge.runner import MODES, RunOptions
+from cutcheck.flink_bridge.runner import CLAIM_MODES, MODES, SAVEPOINT_FORMATS, RunOptions
 from cutcheck.model.errors import CutcheckError, InvalidArgument
 from cutcheck.model.graph import JobGraph
 
@@ -31,6 +31,15 @@ class HuntCase:
     seed: int = 0  # the campaign draw that made it (provenance; the case itself is complete)
     risk: float = 0.0
     risk_features: dict[str, float] = field(default_factory=dict)
+    # The restore's dimensions. With ``savepoint`` the first job is stopped with a savepoint of that format
+    # once checkpoint ``fail_after`` completed, and resubmitted from it (rescaled) in ``claim_mode``; with
+    # ``fail_restored`` as well, the restored job then fails once it completed that many checkpoints of its
+    # own (so a later checkpoint has subsumed the claimed snapshot) and restarts in place.
+    savepoint: str | None = None
+    claim_mode: str = "no_claim"
+    fail_restored: int | None = None
+    incremental: bool = False  # RocksDB incremental checkpoints (files shared between checkpoints)
+    chaining: bool = True  # False: every exchange of the graph is a network exchange in Flink too
 
     @property
     def name(self) -> str:
@@ -41,8 +50,25 @@ class HuntCase:
 
     def options(self) -> RunOptions:
         """The flink_bridge run options (and the engine's, through compare.engine_scenario)."""
+        if self.savepoint is not None:
+            return RunOptions(mode=self.mode, interval_ms=self.interval_ms, savepoint=self.savepoint,
+                              stop_after=self.fail_after, fail_after=self.fail_restored, rescale=dict(self.rescale),
+                              restart=True, claim_mode=self.claim_mode, incremental=self.incremental,
+                              chaining=self.chaining)
         return RunOptions(mode=self.mode, interval_ms=self.interval_ms, fail_after=self.fail_after,
-                          rescale=dict(self.rescale), restart=True)
+                          rescale=dict(self.rescale), restart=True, incremental=self.incremental, chaining=self.chaining)
+
+    def dimensions(self) -> list[str]:
+        """The restore's and the job's drawn dimensions beyond mode and rescale, as the summary names them."""
+        out = []
+        if self.savepoint is not None:
+            out.append(f"{self.savepoint} savepoint after {self.fail_after}, {self.claim_mode}"
+                       + (f", fail after {self.fail_restored} more" if self.fail_restored else ""))
+        if self.incremental:
+            out.append("rocksdb incremental")
+        if not self.chaining:
+            out.append("chaining off")
+        return out
 
     def size(self) -> tuple[int, int, int]:
         """(vertices, records, summed parallelism): what shrinking makes smaller, in that order."""
@@ -55,13 +81,16 @@ class HuntCase:
         vertices = " ".join(f"{v['id']}({v['parallelism']})" for v in self.graph["vertices"])
         parts = ", ".join(e["partitioner"] for e in self.graph["edges"])
         rescale = " ".join(f"{v}={p}" for v, p in sorted(self.rescale.items()))
-        return f"{vertices}; {parts}; {self.mode}, fail after {self.fail_after}" + (f", rescale {rescale}" if rescale else "")
+        end = "" if self.savepoint else f", fail after {self.fail_after}"
+        return (f"{vertices}; {parts}; {self.mode}{end}" + (f", rescale {rescale}" if rescale else "")
+                + "".join(f", {d}" for d in self.dimensions()))
 
     def to_json(self) -> dict[str, Any]:
         return {"cutcheck_hunt_case": CASE_VERSION, "graph": self.graph, "mode": self.mode,
                 "fail_after_checkpoint": self.fail_after, "rescale": dict(sorted(self.rescale.items())),
                 "interval_ms": self.interval_ms, "seed": self.seed, "risk": round(self.risk, 3),
-                "risk_features": self.risk_features}
+                "risk_features": self.risk_features, "savepoint": self.savepoint, "claim_mode": self.claim_mode,
+                "fail_restored": self.fail_restored, "incremental": self.incremental, "chaining": self.chaining}
 
     @classmethod
     def from_json(cls, data: Any, where: str = "case") -> HuntCase:
@@ -77,9 +106,21 @@ class HuntCase:
         fail_after = data.get("fail_after_checkpoint", 1)
         if not isinstance(fail_after, int) or fail_after < 1:
             raise InvalidArgument(f"{where}: fail_after_checkpoint must be an integer of at least 1.")
+        savepoint, claim = data.get("savepoint"), data.get("claim_mode", "no_claim")
+        if savepoint is not None and savepoint not in SAVEPOINT_FORMATS:
+            raise InvalidArgument(f"{where}: savepoint {savepoint!r} is not one of {', '.join(SAVEPOINT_FORMATS)} (or null).")
+        if claim not in CLAIM_MODES:
+            raise InvalidArgument(f"{where}: claim_mode {claim!r} is not one of {', '.join(CLAIM_MODES)}.")
+        fail_restored = data.get("fail_restored")
+        if fail_restored is not None and (savepoint is None or not isinstance(fail_restored, int) or fail_restored < 1):
+            raise InvalidArgument(f"{where}: fail_restored must be an integer of at least 1, and only with a savepoint.")
+        flags = {k: data.get(k, d) for k, d in (("incremental", False), ("chaining", True))}
+        if not all(isinstance(v, bool) for v in flags.values()):
+            raise InvalidArgument(f"{where}: incremental and chaining must be true or false.")
         case = cls(data["graph"], mode, fail_after, {str(k): int(v) for k, v in rescale.items()},
                    int(data.get("interval_ms", 200)), int(data.get("seed", 0)), float(data.get("risk", 0.0)),
-                   dict(data.get("risk_features") or {}))
+                   dict(data.get("risk_features") or {}), savepoint, claim, fail_restored,
+                   flags["incremental"], flags["chaining"])
         try:
             graph = case.job_graph()
         except CutcheckError as exc:
