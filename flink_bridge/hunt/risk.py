@@ -198,6 +198,10 @@ def candidate(rng: random.Random, graph: dict[str, Any], seed: int, sized: Sized
         case.fail_restored = 1 if dims.random() < P_FAIL_RESTORED else None
     if (case.savepoint or case.rescale) and dims.random() < P_CLAIM:
         case.claim_mode = "claim"
+    if case.fail_restored:  # the restored job must live through checkpoints of its own: twice the records
+        for v in case.graph["vertices"]:
+            if v["kind"] == "source":
+                v["records"] = 2 * records
     case.incremental = dims.random() < P_INCREMENTAL
     case.chaining = dims.random() >= P_CHAINING_OFF
     try:
