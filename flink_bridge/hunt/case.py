@@ -40,6 +40,7 @@ class HuntCase:
     fail_restored: int | None = None
     incremental: bool = False  # RocksDB incremental checkpoints (files shared between checkpoints)
     chaining: bool = True  # False: every exchange of the graph is a network exchange in Flink too
+    max_parallelism_after: dict[str, int] = field(default_factory=dict)  # set on the resubmission (rescaled restore)
 
     @property
     def name(self) -> str:
@@ -53,10 +54,12 @@ class HuntCase:
         if self.savepoint is not None:
             return RunOptions(mode=self.mode, interval_ms=self.interval_ms, savepoint=self.savepoint,
                               stop_after=self.fail_after, fail_after=self.fail_restored, rescale=dict(self.rescale),
+                              restore_max_parallelism=dict(self.max_parallelism_after),
                               restart=True, claim_mode=self.claim_mode, incremental=self.incremental,
                               chaining=self.chaining)
         return RunOptions(mode=self.mode, interval_ms=self.interval_ms, fail_after=self.fail_after,
-                          rescale=dict(self.rescale), restart=True, incremental=self.incremental, chaining=self.chaining)
+                          rescale=dict(self.rescale), restore_max_parallelism=dict(self.max_parallelism_after),
+                          restart=True, incremental=self.incremental, chaining=self.chaining)
 
     def dimensions(self) -> list[str]:
         """The restore's and the job's drawn dimensions beyond mode and rescale, as the summary names them."""
@@ -64,6 +67,8 @@ class HuntCase:
         if self.savepoint is not None:
             out.append(f"{self.savepoint} savepoint after {self.fail_after}, {self.claim_mode}"
                        + (f", fail after {self.fail_restored} more" if self.fail_restored else ""))
+        if self.max_parallelism_after:
+            out.append("max parallelism on the restore " + " ".join(f"{v}={m}" for v, m in sorted(self.max_parallelism_after.items())))
         if self.incremental:
             out.append("rocksdb incremental")
         if not self.chaining:
@@ -90,7 +95,8 @@ class HuntCase:
                 "fail_after_checkpoint": self.fail_after, "rescale": dict(sorted(self.rescale.items())),
                 "interval_ms": self.interval_ms, "seed": self.seed, "risk": round(self.risk, 3),
                 "risk_features": self.risk_features, "savepoint": self.savepoint, "claim_mode": self.claim_mode,
-                "fail_restored": self.fail_restored, "incremental": self.incremental, "chaining": self.chaining}
+                "fail_restored": self.fail_restored, "incremental": self.incremental, "chaining": self.chaining,
+                "max_parallelism_after": dict(sorted(self.max_parallelism_after.items()))}
 
     @classmethod
     def from_json(cls, data: Any, where: str = "case") -> HuntCase:
@@ -117,17 +123,20 @@ class HuntCase:
         flags = {k: data.get(k, d) for k, d in (("incremental", False), ("chaining", True))}
         if not all(isinstance(v, bool) for v in flags.values()):
             raise InvalidArgument(f"{where}: incremental and chaining must be true or false.")
+        maxp = data.get("max_parallelism_after") or {}
+        if not isinstance(maxp, dict) or not all(isinstance(m, int) and m >= 1 for m in maxp.values()):
+            raise InvalidArgument(f"{where}: max_parallelism_after must map vertex ids to max parallelisms of at least 1.")
         case = cls(data["graph"], mode, fail_after, {str(k): int(v) for k, v in rescale.items()},
                    int(data.get("interval_ms", 200)), int(data.get("seed", 0)), float(data.get("risk", 0.0)),
                    dict(data.get("risk_features") or {}), savepoint, claim, fail_restored,
-                   flags["incremental"], flags["chaining"])
+                   flags["incremental"], flags["chaining"], {str(k): int(v) for k, v in maxp.items()})
         try:
             graph = case.job_graph()
         except CutcheckError as exc:
             raise InvalidArgument(f"{where}: its graph is not valid: {exc}") from None
-        unknown = sorted(set(case.rescale) - {v.id for v in graph.vertices})
+        unknown = sorted((set(case.rescale) | set(case.max_parallelism_after)) - {v.id for v in graph.vertices})
         if unknown:
-            raise InvalidArgument(f"{where}: rescale names no such vertex: {', '.join(unknown)}.")
+            raise InvalidArgument(f"{where}: rescale or max_parallelism_after names no such vertex: {', '.join(unknown)}.")
         return case
 
     @classmethod

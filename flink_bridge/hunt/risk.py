@@ -29,6 +29,8 @@ bug: the features are the places where the model has to do real work to stay exa
   names its files.
 * ``shared_state``: keyed vertices under RocksDB incremental checkpoints (files shared between
   checkpoints, each retained checkpoint must still find them).
+* ``max_parallelism_change``: a keyed vertex whose max parallelism the restore changes: its key
+  groups are numbered anew, so by Flink's documented rule the restore must be refused.
 * ``exposed_exchanges``: forward or rescale exchanges into a single-input vertex of equal parallelism
   with chaining off. The model has every edge as an exchange; Flink chains such an edge away unless
   chaining is off, so only then does a mixed or remapped side the model sees exist in Flink too.
@@ -58,9 +60,10 @@ from cutcheck.reference.recovery.rescale_refusal import ChannelStateMap, remappe
 WEIGHTS: dict[str, float] = {"inflight_edges": 1.0, "remapped_sides": 2.0, "unmappable_on_remapped_side": 4.0,
                              "ambiguous_remap": 2.0, "mixed_exchanges": 1.5, "custom": 1.5, "multi_edges": 1.5,
                              "max_parallelism": 1.0, "keyed_rescale": 1.0, "savepoint_rescale": 1.5,
-                             "claimed_shared": 2.0, "shared_state": 0.5, "exposed_exchanges": 1.0}
+                             "claimed_shared": 2.0, "shared_state": 0.5, "exposed_exchanges": 1.0,
+                             "max_parallelism_change": 1.0}
 # How often a candidate gets each dimension (the pool's scores then pick among them).
-P_SAVEPOINT, P_CLAIM, P_FAIL_RESTORED, P_INCREMENTAL, P_CHAINING_OFF = 0.35, 0.5, 0.6, 0.35, 0.35
+P_SAVEPOINT, P_CLAIM, P_FAIL_RESTORED, P_INCREMENTAL, P_CHAINING_OFF, P_MAX_PARALLELISM = 0.35, 0.5, 0.6, 0.35, 0.35, 0.15
 POOL = 16  # candidates scored per draw
 MAX_PARALLELISM = 3
 BRANCH_PARTITIONERS = ("forward", "rescale", "rebalance", "hash")
@@ -131,6 +134,8 @@ def features(case: HuntCase) -> dict[str, float]:
                                  and (case.savepoint is not None or bool(case.rescale))),
         "shared_state": float(keyed if case.incremental else 0),
         "exposed_exchanges": float(0 if case.chaining else len(chainable)),
+        "max_parallelism_change": float(sum(graph.vertex(v).kind == "keyed_count" and m != graph.max_parallelism(v)
+                                            for v, m in case.max_parallelism_after.items())),
     }
 
 
@@ -204,6 +209,11 @@ def candidate(rng: random.Random, graph: dict[str, Any], seed: int, sized: Sized
                 v["records"] = 2 * records
     case.incremental = dims.random() < P_INCREMENTAL
     case.chaining = dims.random() >= P_CHAINING_OFF
+    keyed = [v.id for v in job.vertices if v.kind == "keyed_count"]
+    if keyed and (case.rescale or case.savepoint) and dims.random() < P_MAX_PARALLELISM:
+        vid = dims.choice(keyed)
+        now = job.max_parallelism(vid)
+        case.max_parallelism_after = {vid: dims.choice([m for m in (now // 2, now * 2) if m >= MAX_PARALLELISM])}
     try:
         case.job_graph().with_parallelism(rescale) if rescale else None
     except CutcheckError:

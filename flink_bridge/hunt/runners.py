@@ -87,9 +87,27 @@ def engine_run(case: HuntCase, mutants: tuple[str, ...] = (), rule: RefusalRule 
             return exc
 
 
+def max_parallelism_refusal(case: HuntCase) -> str | None:
+    """Flink's documented rule (StateAssignmentOperation's preconditions): a task with state whose max
+    parallelism was set explicitly cannot restore a snapshot taken at another max parallelism. Every
+    operator's max parallelism is set explicitly by the translation, and the hunt changes it only on keyed
+    vertices, whose task always has state; so a change there is refused, whatever else the case does."""
+    graph = case.job_graph()
+    changed = sorted(v for v, m in case.max_parallelism_after.items()
+                     if graph.vertex(v).kind == "keyed_count" and m != graph.max_parallelism(v))
+    if not changed:
+        return None
+    return ("the restore changes the max parallelism of keyed vertex " + ", ".join(
+        f"{v} ({graph.max_parallelism(v)} -> {case.max_parallelism_after[v]})" for v in changed)
+        + ", which Flink refuses for state whose max parallelism was set explicitly")
+
+
 def predict(case: HuntCase) -> Prediction:
     graph = case.job_graph()
     edges = unaligned_edges(graph, case.mode)
+    refusal = max_parallelism_refusal(case)
+    if refusal is not None:
+        return Prediction(refusal, edges, True, True)
     result = engine_run(case)
     if isinstance(result, RestoreRefused):
         return Prediction(str(result), edges, True, True)
@@ -128,12 +146,15 @@ class EngineCaseRunner:
     fault: str | None = None
     rule: RefusalRule = RefusalRule.PER_EXCHANGE
     per_source: int = 120
+    keeps_max_parallelism: bool = False  # a "Flink" that restores keyed state at a changed max parallelism
 
     @property
     def name(self) -> str:
         parts = [f"fault {self.fault}"] if self.fault else []
         if self.rule is not RefusalRule.PER_EXCHANGE:
             parts.append(f"{self.rule.value} refusals")
+        if self.keeps_max_parallelism:
+            parts.append("restores at a changed max parallelism")
         return "engine" + (f" ({', '.join(parts)})" if parts else "")
 
     def accepts(self, case: HuntCase) -> bool:
@@ -150,7 +171,8 @@ class EngineCaseRunner:
 
     def run(self, case: HuntCase) -> Observation:
         t0 = time.monotonic()
-        result = engine_run(case, (self.fault,) if self.fault else (), self.rule)
+        refusal = None if self.keeps_max_parallelism else max_parallelism_refusal(case)
+        result = RestoreRefused(refusal) if refusal else engine_run(case, (self.fault,) if self.fault else (), self.rule)
         obs = Observation(seconds={"run": time.monotonic() - t0}, version=self.name)
         if isinstance(result, RestoreRefused):
             obs.restore_failed = str(result)

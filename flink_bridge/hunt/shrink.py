@@ -38,7 +38,8 @@ class ShrinkLog:
 def _with_graph(case: HuntCase, graph: dict[str, Any], rescale: dict[str, int] | None = None) -> HuntCase:
     ids = {v["id"] for v in graph["vertices"]}
     r = {v: p for v, p in (case.rescale if rescale is None else rescale).items() if v in ids}
-    return dataclasses.replace(case, graph=graph, rescale=r)
+    maxp = {v: m for v, m in case.max_parallelism_after.items() if v in ids}
+    return dataclasses.replace(case, graph=graph, rescale=r, max_parallelism_after=maxp)
 
 
 def _prune(graph: dict[str, Any]) -> dict[str, Any]:
@@ -121,6 +122,8 @@ def plainer(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
         yield "restore in no_claim mode", dataclasses.replace(case, claim_mode="no_claim")
     if case.savepoint == "native":
         yield "canonical savepoint", dataclasses.replace(case, savepoint="canonical")
+    if case.max_parallelism_after:
+        yield "the same max parallelism on the restore", dataclasses.replace(case, max_parallelism_after={})
     if case.incremental:
         yield "hashmap backend", dataclasses.replace(case, incremental=False)
     if not case.chaining:

@@ -371,3 +371,39 @@ def test_the_drawn_dimensions_score_where_the_model_says_files_or_exchanges_are_
     case.chaining = False
     feats = features(case)
     assert feats["claimed_shared"] == 1.0 and score(feats) > score(base)
+
+
+def keyed_case(max_after: int | None) -> HuntCase:
+    graph = {"name": "keyed", "vertices": [
+        {"id": "src", "kind": "source", "parallelism": 2, "records": 120, "keys": 8, "splits": 4},
+        {"id": "count", "kind": "keyed_count", "parallelism": 2}, {"id": "sink", "kind": "sink", "parallelism": 1}],
+        "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+                  {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+    return HuntCase(graph, "aligned", 1, {"count": 3}, max_parallelism_after={} if max_after is None else {"count": max_after})
+
+
+def test_a_changed_max_parallelism_of_keyed_state_is_predicted_refused() -> None:
+    """Flink's rule: explicitly set max parallelism (the translation sets every operator's) that changed on the
+    restore of a task with state is refused; the same max parallelism is accepted."""
+    refused = predict(keyed_case(64))
+    assert refused.refused is not None and "count (128 -> 64)" in refused.refused
+    assert predict(keyed_case(128)).refused is None and predict(keyed_case(None)).refused is None
+    opts = keyed_case(64).options()
+    assert opts.restore_max_parallelism == {"count": 64}
+    from cutcheck.flink_bridge.runner import prepare
+
+    _, target = prepare(keyed_case(64).graph, opts)
+    assert target.max_parallelism("count") == 64 and target.vertex("count").parallelism == 3
+
+
+def test_a_flink_that_restores_at_a_changed_max_parallelism_is_found_and_not_without_the_dimension(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import cutcheck.flink_bridge.hunt.risk as risk
+
+    runner = EngineCaseRunner(keeps_max_parallelism=True)
+    monkeypatch.setattr(risk, "P_MAX_PARALLELISM", 1.0)
+    report = Hunt(runner, seed=0, minutes=5, max_cases=6, reruns=2, progress=quiet).run()
+    hits = [f for f in report.findings if "restore-not-refused" in f.kinds]
+    assert hits and hits[0].reproduced == 2 and hits[0].shrunk is not None and hits[0].shrunk.max_parallelism_after
+    monkeypatch.setattr(risk, "P_MAX_PARALLELISM", 0.0)
+    assert Hunt(runner, seed=0, minutes=5, max_cases=6, progress=quiet).run().findings == []
