@@ -200,10 +200,11 @@ def candidate(rng: random.Random, graph: dict[str, Any], seed: int, sized: Sized
     dims = random.Random(rng.random())  # its own stream: the graphs, modes and rescales drawn stay as they were
     if dims.random() < P_SAVEPOINT:
         case.savepoint = dims.choice(SAVEPOINT_FORMATS)
+        case.fail_after = 1  # stop early: the restored job needs the records for checkpoints of its own
         case.fail_restored = 1 if dims.random() < P_FAIL_RESTORED else None
     if (case.savepoint or case.rescale) and dims.random() < P_CLAIM:
         case.claim_mode = "claim"
-    if case.fail_restored:  # the restored job must live through checkpoints of its own: twice the records
+    if case.fail_restored:  # the restored job must outlive a checkpoint of its own before its end: twice the records
         for v in case.graph["vertices"]:
             if v["kind"] == "source":
                 v["records"] = 2 * records
