@@ -407,3 +407,10 @@ def test_a_flink_that_restores_at_a_changed_max_parallelism_is_found_and_not_wit
     assert hits and hits[0].reproduced == 2 and hits[0].shrunk is not None and hits[0].shrunk.max_parallelism_after
     monkeypatch.setattr(risk, "P_MAX_PARALLELISM", 0.0)
     assert Hunt(runner, seed=0, minutes=5, max_cases=6, progress=quiet).run().findings == []
+
+
+def test_a_case_the_standalone_script_cannot_carry_says_so() -> None:
+    from cutcheck.flink_bridge.hunt.artifacts import render_script
+
+    text, note = render_script(keyed_case(64))
+    assert text is None and "max parallelism" in note
