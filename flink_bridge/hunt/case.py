@@ -6,6 +6,7 @@ finding carries, so ``cutcheck flink hunt --replay CASE.json`` and the standalon
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
@@ -17,6 +18,9 @@ from cutcheck.model.errors import CutcheckError, InvalidArgument
 from cutcheck.model.graph import JobGraph
 
 CASE_VERSION = 1
+# A case's jobs take 20-60 s here; one that stalls (seen on 2.3.0: a checkpoint stuck at 6 of 21 acks)
+# is inconclusive after this, not after the runner's 15 minutes, so that it costs a hunt little.
+CASE_TIMEOUT_S = 300.0
 
 
 @dataclass(slots=True)
@@ -51,6 +55,9 @@ class HuntCase:
 
     def options(self) -> RunOptions:
         """The flink_bridge run options (and the engine's, through compare.engine_scenario)."""
+        return dataclasses.replace(self._options(), timeout_s=CASE_TIMEOUT_S)
+
+    def _options(self) -> RunOptions:
         if self.savepoint is not None:
             return RunOptions(mode=self.mode, interval_ms=self.interval_ms, savepoint=self.savepoint,
                               stop_after=self.fail_after, fail_after=self.fail_restored, rescale=dict(self.rescale),
