@@ -350,6 +350,10 @@ def test_savepoint_cases_restore_from_the_savepoint_and_fail_again_after_it() ->
     assert result.summary()["restarts"] == 2
     opts = case.options()
     assert (opts.savepoint, opts.stop_after, opts.fail_after, opts.claim_mode) == ("native", case.fail_after, 1, "claim")
+    from cutcheck.flink_bridge.runner import prepare, resubmits
+
+    _, target = prepare(case.graph, opts)  # the runner takes a savepoint with a failure after the restore
+    assert target.vertex("src").parallelism == 3 and resubmits(opts)
     again = HuntCase.from_json(json.loads(json.dumps(case.to_json())))
     assert again.to_json() == case.to_json() and "native savepoint" in again.summary()
 
