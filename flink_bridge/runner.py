@@ -13,7 +13,8 @@ The run, in order:
    That is the engine's "rescale on the restore after failure k" on a real cluster.
    With ``savepoint`` (canonical or native) instead: once checkpoint ``stop_after`` completed, the driver
    stops the job with a savepoint of that format (REST ``/jobs/<id>/stop``) and submits it again from
-   that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``.
+   that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``; ``fail_after`` then
+   fails the restored job after N checkpoints of its own (restarted in place).
 4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
 
 What the job is (the translation, chaining, the checkpointing keys of the release PyFlink imports,
@@ -31,7 +32,6 @@ from __future__ import annotations
 import os
 import sys
 import time
-import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +57,11 @@ class RunOptions:
     mode: str = "unaligned"
     interval_ms: int = 200
     alignment_timeout_ms: int = 20  # aligned_timeout: start aligned, go unaligned after this
-    fail_after: int | None = None  # inject one failure once checkpoint N completed
+    fail_after: int | None = None  # inject one failure once checkpoint N completed (with savepoint: N of the restored job's own)
     fail_vertex: str | None = None  # default: the slow vertex
     restart: bool = True  # restart in place after the failure (ignored with rescale)
     rescale: dict[str, int] = field(default_factory=dict)
+    restore_max_parallelism: dict[str, int] = field(default_factory=dict)  # set on the resubmission (as rescale is)
     records: int | None = None  # records per source (overrides the graph)
     slow: str | None = None  # default: the last keyed_count, else the first sink
     delay_ms: float = 2.0  # per record at the slow vertex: backpressure, hence in-flight data
@@ -130,18 +131,19 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
     if opts.savepoint is not None:
         if opts.savepoint not in SAVEPOINT_FORMATS:
             raise CutcheckError(f"--savepoint {opts.savepoint!r} is not one of {', '.join(SAVEPOINT_FORMATS)}.")
-        if opts.fail_after is not None:
-            raise CutcheckError("--savepoint and --fail-after-checkpoint are two ways to end the first job; give one.")
         if opts.stop_after is None or opts.stop_after < 1:
             raise CutcheckError("--savepoint needs --stop-after-checkpoint N (at least 1): the job stops once checkpoint N completed.")
     if opts.kill_after is not None and (opts.kill_after < 1 or opts.fail_after is not None or opts.savepoint or opts.rescale):
         raise CutcheckError("--kill-after-checkpoint N (at least 1) is a fault of its own, restarted in place: "
                             "give it without --fail-after-checkpoint, --savepoint or --rescale.")
-    if opts.rescale and opts.fail_after is None and opts.savepoint is None:
+    if resubmits(opts) and opts.fail_after is None and opts.savepoint is None:
         raise CutcheckError("--rescale needs --fail-after-checkpoint N (or --savepoint): the rescaled restore is the one after that.")
     if opts.fail_after is not None and opts.fail_after < 1:
         raise CutcheckError("--fail-after-checkpoint must be at least 1 (checkpoint ids start at 1).")
     target = graph.with_parallelism(opts.rescale) if opts.rescale else graph
+    if opts.restore_max_parallelism:
+        target = JobGraph.from_json({**target.to_json(), "vertices": [{**v, "max_parallelism": opts.restore_max_parallelism.get(
+            v["id"], target.max_parallelism(v["id"]))} for v in target.to_json()["vertices"]]})
     for e in graph.edges:
         if e.partitioner == "broadcast" and target.vertex(e.target).parallelism != graph.vertex(e.target).parallelism:
             raise GraphError(f"{e.describe()}: rescaling '{e.target}' changes how many copies its broadcast input makes "
@@ -152,6 +154,10 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
     if opts.job_id is not None and (len(opts.job_id) != 32 or any(c not in "0123456789abcdef" for c in opts.job_id)):
         raise CutcheckError(f"--job-id {opts.job_id!r}: a Flink job id is 32 lowercase hex digits.")
     return graph, target
+
+
+def resubmits(opts: RunOptions) -> bool:  # the restore after the failure is a new job graph (rescaled, or max parallelism)
+    return bool(opts.rescale or opts.restore_max_parallelism)
 
 
 def slow_vertex(graph: JobGraph, opts: RunOptions) -> str:
@@ -266,7 +272,8 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
                           fail_vertex if opts.fail_after else None, flink_version=installed().name)
         deadline = time.monotonic() + opts.timeout_s
-        in_place = opts.restart and not opts.rescale
+        # With a savepoint the rescale happens on the resubmission, so a later failure restarts in place.
+        in_place = opts.restart and (not resubmits(opts) or opts.savepoint is not None)
         current = graph
         restore = _uri(opts.restore) if opts.restore else None
         while True:
@@ -288,13 +295,13 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
                 continue
             if state == "FINISHED":
                 break
-            if state == "FAILED" and result.fired and not in_place and opts.rescale and index == 0:
+            if state == "FAILED" and result.fired and not in_place and resubmits(opts) and index == 0:
                 latest = latest_retained(checkpoint_dir, job_id)
                 if latest is None:
                     raise CutcheckError(f"job {job_id} failed before any checkpoint was retained; nothing to restore from.")
                 restore, current = Path(latest).as_uri(), target
                 continue
-            if state == "FAILED" and result.fired and not in_place and not opts.rescale:
+            if state == "FAILED" and result.fired and not in_place and not resubmits(opts):
                 break  # the caller asked for a failed job with retained checkpoints (no restart)
             detail = "; ".join(str(e.get("exceptionName", "")) + ": " + str(e.get("stacktrace", "")).splitlines()[0][:200]
                                for e in job.stats.exceptions[-1:])
@@ -318,8 +325,10 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
         if state in TERMINAL:
             _note_fired(probes, result)
             return state
-        if opts.fail_after is not None and result.armed_ms is None:
-            latest, _ = rest.latest_completed(job_id)
+        if opts.fail_after is not None and result.armed_ms is None and (opts.savepoint is None or result.jobs[-1].index):
+            # After a savepoint: the restored job's own completed checkpoints (their ids continue the savepoint's).
+            latest = (rest.get(f"/jobs/{job_id}/checkpoints").get("counts") or {}).get("completed", 0) \
+                if opts.savepoint is not None else rest.latest_completed(job_id)[0]
             if latest >= opts.fail_after:
                 Path(probes.armed).touch()  # type: ignore[arg-type]
                 result.armed_ms = _now()
@@ -374,10 +383,6 @@ def latest_retained(checkpoint_dir: str, job_id: str) -> str | None:
         if done and (best is None or int(name[4:]) > best[0]):
             best = (int(name[4:]), os.path.join(base, name))
     return best[1] if best else None
-
-
-def new_job_id() -> str:
-    return uuid.uuid4().hex
 
 
 def _uri(location: str) -> str:

@@ -22,6 +22,9 @@ def render_script(case: HuntCase, version: str | None = None) -> tuple[str | Non
     the model's expectations on whatever Flink runs it: FAIL (exit 1) where that Flink disagrees."""
     from cutcheck.flink_bridge import standalone
 
+    if case.fail_restored or case.max_parallelism_after:  # flink_bridge.standalone's script has neither yet
+        what = "fail the job restored from a savepoint" if case.fail_restored else "change a max parallelism on the restore"
+        return None, f"no standalone script: the script cannot {what}; the case file replays it with cutcheck"
     try:
         text = standalone.render(case.job_graph(), case.options(), release=version)
     except CutcheckError as exc:  # an option the script cannot carry (e.g. a JVM kill): the case file replays it

@@ -6,17 +6,21 @@ finding carries, so ``cutcheck flink hunt --replay CASE.json`` and the standalon
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cutcheck.flink_bridge.runner import MODES, RunOptions
+from cutcheck.flink_bridge.runner import CLAIM_MODES, MODES, SAVEPOINT_FORMATS, RunOptions
 from cutcheck.model.errors import CutcheckError, InvalidArgument
 from cutcheck.model.graph import JobGraph
 
 CASE_VERSION = 1
+# A case's jobs take 20-60 s here; one that stalls (seen on 2.3.0: a checkpoint stuck at 6 of 21 acks)
+# is inconclusive after this, not after the runner's 15 minutes, so that it costs a hunt little.
+CASE_TIMEOUT_S = 300.0
 
 
 @dataclass(slots=True)
@@ -31,6 +35,16 @@ class HuntCase:
     seed: int = 0  # the campaign draw that made it (provenance; the case itself is complete)
     risk: float = 0.0
     risk_features: dict[str, float] = field(default_factory=dict)
+    # The restore's dimensions. With ``savepoint`` the first job is stopped with a savepoint of that format
+    # once checkpoint ``fail_after`` completed, and resubmitted from it (rescaled) in ``claim_mode``; with
+    # ``fail_restored`` as well, the restored job then fails once it completed that many checkpoints of its
+    # own (so a later checkpoint has subsumed the claimed snapshot) and restarts in place.
+    savepoint: str | None = None
+    claim_mode: str = "no_claim"
+    fail_restored: int | None = None
+    incremental: bool = False  # RocksDB incremental checkpoints (files shared between checkpoints)
+    chaining: bool = True  # False: every exchange of the graph is a network exchange in Flink too
+    max_parallelism_after: dict[str, int] = field(default_factory=dict)  # set on the resubmission (rescaled restore)
 
     @property
     def name(self) -> str:
@@ -41,8 +55,32 @@ class HuntCase:
 
     def options(self) -> RunOptions:
         """The flink_bridge run options (and the engine's, through compare.engine_scenario)."""
+        return dataclasses.replace(self._options(), timeout_s=CASE_TIMEOUT_S)
+
+    def _options(self) -> RunOptions:
+        if self.savepoint is not None:
+            return RunOptions(mode=self.mode, interval_ms=self.interval_ms, savepoint=self.savepoint,
+                              stop_after=self.fail_after, fail_after=self.fail_restored, rescale=dict(self.rescale),
+                              restore_max_parallelism=dict(self.max_parallelism_after),
+                              restart=True, claim_mode=self.claim_mode, incremental=self.incremental,
+                              chaining=self.chaining)
         return RunOptions(mode=self.mode, interval_ms=self.interval_ms, fail_after=self.fail_after,
-                          rescale=dict(self.rescale), restart=True)
+                          rescale=dict(self.rescale), restore_max_parallelism=dict(self.max_parallelism_after),
+                          restart=True, incremental=self.incremental, chaining=self.chaining)
+
+    def dimensions(self) -> list[str]:
+        """The restore's and the job's drawn dimensions beyond mode and rescale, as the summary names them."""
+        out = []
+        if self.savepoint is not None:
+            out.append(f"{self.savepoint} savepoint after {self.fail_after}, {self.claim_mode}"
+                       + (f", fail after {self.fail_restored} more" if self.fail_restored else ""))
+        if self.max_parallelism_after:
+            out.append("max parallelism on the restore " + " ".join(f"{v}={m}" for v, m in sorted(self.max_parallelism_after.items())))
+        if self.incremental:
+            out.append("rocksdb incremental")
+        if not self.chaining:
+            out.append("chaining off")
+        return out
 
     def size(self) -> tuple[int, int, int]:
         """(vertices, records, summed parallelism): what shrinking makes smaller, in that order."""
@@ -55,13 +93,17 @@ class HuntCase:
         vertices = " ".join(f"{v['id']}({v['parallelism']})" for v in self.graph["vertices"])
         parts = ", ".join(e["partitioner"] for e in self.graph["edges"])
         rescale = " ".join(f"{v}={p}" for v, p in sorted(self.rescale.items()))
-        return f"{vertices}; {parts}; {self.mode}, fail after {self.fail_after}" + (f", rescale {rescale}" if rescale else "")
+        end = "" if self.savepoint else f", fail after {self.fail_after}"
+        return (f"{vertices}; {parts}; {self.mode}{end}" + (f", rescale {rescale}" if rescale else "")
+                + "".join(f", {d}" for d in self.dimensions()))
 
     def to_json(self) -> dict[str, Any]:
         return {"cutcheck_hunt_case": CASE_VERSION, "graph": self.graph, "mode": self.mode,
                 "fail_after_checkpoint": self.fail_after, "rescale": dict(sorted(self.rescale.items())),
                 "interval_ms": self.interval_ms, "seed": self.seed, "risk": round(self.risk, 3),
-                "risk_features": self.risk_features}
+                "risk_features": self.risk_features, "savepoint": self.savepoint, "claim_mode": self.claim_mode,
+                "fail_restored": self.fail_restored, "incremental": self.incremental, "chaining": self.chaining,
+                "max_parallelism_after": dict(sorted(self.max_parallelism_after.items()))}
 
     @classmethod
     def from_json(cls, data: Any, where: str = "case") -> HuntCase:
@@ -77,16 +119,31 @@ class HuntCase:
         fail_after = data.get("fail_after_checkpoint", 1)
         if not isinstance(fail_after, int) or fail_after < 1:
             raise InvalidArgument(f"{where}: fail_after_checkpoint must be an integer of at least 1.")
+        savepoint, claim = data.get("savepoint"), data.get("claim_mode", "no_claim")
+        if savepoint is not None and savepoint not in SAVEPOINT_FORMATS:
+            raise InvalidArgument(f"{where}: savepoint {savepoint!r} is not one of {', '.join(SAVEPOINT_FORMATS)} (or null).")
+        if claim not in CLAIM_MODES:
+            raise InvalidArgument(f"{where}: claim_mode {claim!r} is not one of {', '.join(CLAIM_MODES)}.")
+        fail_restored = data.get("fail_restored")
+        if fail_restored is not None and (savepoint is None or not isinstance(fail_restored, int) or fail_restored < 1):
+            raise InvalidArgument(f"{where}: fail_restored must be an integer of at least 1, and only with a savepoint.")
+        flags = {k: data.get(k, d) for k, d in (("incremental", False), ("chaining", True))}
+        if not all(isinstance(v, bool) for v in flags.values()):
+            raise InvalidArgument(f"{where}: incremental and chaining must be true or false.")
+        maxp = data.get("max_parallelism_after") or {}
+        if not isinstance(maxp, dict) or not all(isinstance(m, int) and m >= 1 for m in maxp.values()):
+            raise InvalidArgument(f"{where}: max_parallelism_after must map vertex ids to max parallelisms of at least 1.")
         case = cls(data["graph"], mode, fail_after, {str(k): int(v) for k, v in rescale.items()},
                    int(data.get("interval_ms", 200)), int(data.get("seed", 0)), float(data.get("risk", 0.0)),
-                   dict(data.get("risk_features") or {}))
+                   dict(data.get("risk_features") or {}), savepoint, claim, fail_restored,
+                   flags["incremental"], flags["chaining"], {str(k): int(v) for k, v in maxp.items()})
         try:
             graph = case.job_graph()
         except CutcheckError as exc:
             raise InvalidArgument(f"{where}: its graph is not valid: {exc}") from None
-        unknown = sorted(set(case.rescale) - {v.id for v in graph.vertices})
+        unknown = sorted((set(case.rescale) | set(case.max_parallelism_after)) - {v.id for v in graph.vertices})
         if unknown:
-            raise InvalidArgument(f"{where}: rescale names no such vertex: {', '.join(unknown)}.")
+            raise InvalidArgument(f"{where}: rescale or max_parallelism_after names no such vertex: {', '.join(unknown)}.")
         return case
 
     @classmethod

@@ -42,13 +42,16 @@ class Observation:
         return cls(**{k: v for k, v in data.items() if k in cls.__slots__})
 
 
-def _missing_files(checkpoint_dir: str) -> list[str]:
-    """Every file a retained checkpoint's ``_metadata`` names that is not there."""
+def _missing_files(checkpoint_dir: str, only_job: str | None = None) -> list[str]:
+    """Every file a retained checkpoint's ``_metadata`` names that is not there (of ``only_job``'s checkpoints,
+    when given)."""
     from cutcheck.flink_bridge.checkpoints import METADATA
     from cutcheck.reference.storage.flink_metadata import referenced_files
 
     missing: list[str] = []
     for job in sorted(os.listdir(checkpoint_dir)) if os.path.isdir(checkpoint_dir) else []:
+        if only_job is not None and job != only_job:
+            continue
         base = os.path.join(checkpoint_dir, job)
         for name in sorted(os.listdir(base)) if os.path.isdir(base) else []:
             chk = os.path.join(base, name)
@@ -132,7 +135,11 @@ def observe_json(payload: dict[str, Any], version: str | None = None) -> dict[st
         if not s["complete"]:
             obs.inconclusive = "the last job did not finish, so its output is a prefix"
         try:
-            obs.missing_files = _missing_files(run.checkpoint_dir)
+            # A restore in claim mode hands the restored snapshot to the new job, which deletes it once
+            # subsumed; the first job's other retained checkpoints that share its files are forfeit (the
+            # model's ownership rule), so only the last job's checkpoints must still find every file.
+            claimed = opts.claim_mode == "claim" and len(run.jobs) > 1
+            obs.missing_files = _missing_files(run.checkpoint_dir, run.jobs[-1].job_id if claimed else None)
         except CutcheckError as exc:  # a _metadata Flink itself cannot read names no file we can check
             obs.missing_files = [f"unreadable: {exc}"]
         obs.seconds["files"] = time.monotonic() - t1

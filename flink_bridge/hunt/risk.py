@@ -20,6 +20,20 @@ bug: the features are the places where the model has to do real work to stay exa
 * ``custom``, ``multi_edges``, ``max_parallelism``, ``keyed_rescale``: custom partitioners, several
   exchanges between one pair of vertices, a max parallelism other than the default, a rescaled
   keyed vertex (key groups move).
+* ``savepoint_rescale``: a restore from a savepoint that moves key groups: the one restore whose
+  snapshot holds no channel state by the model (a savepoint is always aligned), so every keyed
+  vertex's state must be cut by key-group ranges alone.
+* ``claimed_shared``: a snapshot restored in claim mode whose files later checkpoints may share or
+  subsume (RocksDB incremental, or a failure after the restore that restores a newer checkpoint):
+  the model's ownership rule says the job then deletes the snapshot only once nothing retained
+  names its files.
+* ``shared_state``: keyed vertices under RocksDB incremental checkpoints (files shared between
+  checkpoints, each retained checkpoint must still find them).
+* ``max_parallelism_change``: a keyed vertex whose max parallelism the restore changes: its key
+  groups are numbered anew, so by Flink's documented rule the restore must be refused.
+* ``exposed_exchanges``: forward or rescale exchanges into a single-input vertex of equal parallelism
+  with chaining off. The model has every edge as an exchange; Flink chains such an edge away unless
+  chaining is off, so only then does a mixed or remapped side the model sees exist in Flink too.
 """
 
 from __future__ import annotations
@@ -31,6 +45,7 @@ from collections.abc import Callable
 from typing import Any
 
 from cutcheck.flink_bridge.hunt.case import HuntCase
+from cutcheck.flink_bridge.runner import SAVEPOINT_FORMATS
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.execution import edge_channels, edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
@@ -44,7 +59,11 @@ from cutcheck.reference.recovery.rescale_refusal import ChannelStateMap, remappe
 # rule has to look at every exchange, so it weighs most. The rest are single places of extra work.
 WEIGHTS: dict[str, float] = {"inflight_edges": 1.0, "remapped_sides": 2.0, "unmappable_on_remapped_side": 4.0,
                              "ambiguous_remap": 2.0, "mixed_exchanges": 1.5, "custom": 1.5, "multi_edges": 1.5,
-                             "max_parallelism": 1.0, "keyed_rescale": 1.0}
+                             "max_parallelism": 1.0, "keyed_rescale": 1.0, "savepoint_rescale": 1.5,
+                             "claimed_shared": 2.0, "shared_state": 0.5, "exposed_exchanges": 1.0,
+                             "max_parallelism_change": 1.0}
+# How often a candidate gets each dimension (the pool's scores then pick among them).
+P_SAVEPOINT, P_CLAIM, P_FAIL_RESTORED, P_INCREMENTAL, P_CHAINING_OFF, P_MAX_PARALLELISM = 0.35, 0.5, 0.6, 0.35, 0.35, 0.15
 POOL = 16  # candidates scored per draw
 MAX_PARALLELISM = 3
 BRANCH_PARTITIONERS = ("forward", "rescale", "rebalance", "hash")
@@ -94,6 +113,10 @@ def features(case: HuntCase) -> dict[str, float]:
             mixed += len(kinds) == 2 or (len(edges) > 1 and any(unmappable(e) for e in edges)
                                           and not all(unmappable(e) for e in edges))
     pairs = [(e.source, e.target) for e in graph.edges]
+    keyed = sum(v.kind == "keyed_count" for v in graph.vertices)
+    keyed_moved = sum(graph.vertex(v).kind == "keyed_count" and new[v] != old[v] for v in case.rescale)
+    chainable = [e for e in graph.edges if e.partitioner in ("forward", "rescale")
+                 and old[e.source] == old[e.target] and len(graph.in_edges(e.target)) == 1]
     channels = sum(edge_channels(e, old[e.source], old[e.target]) for e in graph.edges if e.key in held)
     return {
         "inflight_edges": round(math.log2(1 + channels), 3),
@@ -106,6 +129,13 @@ def features(case: HuntCase) -> dict[str, float]:
         "max_parallelism": float(case.graph.get("max_parallelism") != DEFAULT_MAX_PARALLELISM
                                  or any("max_parallelism" in v for v in case.graph["vertices"])),
         "keyed_rescale": float(sum(graph.vertex(v).kind == "keyed_count" for v in case.rescale)),
+        "savepoint_rescale": float(keyed_moved if case.savepoint else 0),
+        "claimed_shared": float(case.claim_mode == "claim" and (case.incremental or bool(case.fail_restored))
+                                 and (case.savepoint is not None or bool(case.rescale))),
+        "shared_state": float(keyed if case.incremental else 0),
+        "exposed_exchanges": float(0 if case.chaining else len(chainable)),
+        "max_parallelism_change": float(sum(graph.vertex(v).kind == "keyed_count" and m != graph.max_parallelism(v)
+                                            for v, m in case.max_parallelism_after.items())),
     }
 
 
@@ -167,6 +197,24 @@ def candidate(rng: random.Random, graph: dict[str, Any], seed: int, sized: Sized
         if v["kind"] == "source":
             v["records"] = records
     case = HuntCase(data, mode, 1 if mode != "unaligned" else rng.randint(1, 2), rescale, seed=seed)
+    dims = random.Random(rng.random())  # its own stream: the graphs, modes and rescales drawn stay as they were
+    if dims.random() < P_SAVEPOINT:
+        case.savepoint = dims.choice(SAVEPOINT_FORMATS)
+        case.fail_after = 1  # stop early: the restored job needs the records for checkpoints of its own
+        case.fail_restored = 1 if dims.random() < P_FAIL_RESTORED else None
+    if (case.savepoint or case.rescale) and dims.random() < P_CLAIM:
+        case.claim_mode = "claim"
+    if case.fail_restored:  # the restored job must outlive a checkpoint of its own before its end: twice the records
+        for v in case.graph["vertices"]:
+            if v["kind"] == "source":
+                v["records"] = 2 * records
+    case.incremental = dims.random() < P_INCREMENTAL
+    case.chaining = dims.random() >= P_CHAINING_OFF
+    keyed = [v.id for v in job.vertices if v.kind == "keyed_count"]
+    if keyed and (case.rescale or case.savepoint) and dims.random() < P_MAX_PARALLELISM:
+        vid = dims.choice(keyed)
+        now = job.max_parallelism(vid)
+        case.max_parallelism_after = {vid: dims.choice([m for m in (now // 2, now * 2) if m >= MAX_PARALLELISM])}
     try:
         case.job_graph().with_parallelism(rescale) if rescale else None
     except CutcheckError:

@@ -1,4 +1,6 @@
-"""Shrinking a finding: the fewest vertices, then records, then the smallest parallelism that still disagree.
+"""Shrinking a finding: the fewest vertices, then records, then the smallest parallelism that still disagree,
+then each drawn dimension (failure after the restore, claim, native savepoint, RocksDB, chaining off) it
+does not need switched back to its default.
 
 Every step is a smaller case, predicted again by the model and run again on the runner; it is kept
 only when that run still shows every kind of disagreement the finding has. Steps are tried in a
@@ -8,6 +10,7 @@ fixed order, so one seed shrinks one way.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -35,7 +38,8 @@ class ShrinkLog:
 def _with_graph(case: HuntCase, graph: dict[str, Any], rescale: dict[str, int] | None = None) -> HuntCase:
     ids = {v["id"] for v in graph["vertices"]}
     r = {v: p for v, p in (case.rescale if rescale is None else rescale).items() if v in ids}
-    return HuntCase(graph, case.mode, case.fail_after, r, case.interval_ms, case.seed, case.risk, case.risk_features)
+    maxp = {v: m for v, m in case.max_parallelism_after.items() if v in ids}
+    return dataclasses.replace(case, graph=graph, rescale=r, max_parallelism_after=maxp)
 
 
 def _prune(graph: dict[str, Any]) -> dict[str, Any]:
@@ -110,6 +114,22 @@ def lower_parallelism(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
             yield f"rescale {vid} to {q - 1}", _with_graph(case, case.graph, {**case.rescale, vid: q - 1})
 
 
+def plainer(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
+    """The same case with one drawn dimension back at its default: which of them the finding needs."""
+    if case.fail_restored:
+        yield "no failure after the restore", dataclasses.replace(case, fail_restored=None)
+    if case.claim_mode == "claim":
+        yield "restore in no_claim mode", dataclasses.replace(case, claim_mode="no_claim")
+    if case.savepoint == "native":
+        yield "canonical savepoint", dataclasses.replace(case, savepoint="canonical")
+    if case.max_parallelism_after:
+        yield "the same max parallelism on the restore", dataclasses.replace(case, max_parallelism_after={})
+    if case.incremental:
+        yield "hashmap backend", dataclasses.replace(case, incremental=False)
+    if not case.chaining:
+        yield "chaining on", dataclasses.replace(case, chaining=True)
+
+
 def valid(case: HuntCase) -> bool:
     try:
         graph = case.job_graph()
@@ -126,7 +146,7 @@ def shrink(case: HuntCase, still_disagrees: Check, accepts: Check, *, max_runs: 
     log = ShrinkLog()
     start = time.monotonic()
     current = case
-    for phase in (smaller_graphs, fewer_records, lower_parallelism):
+    for phase in (smaller_graphs, fewer_records, lower_parallelism, plainer):
         progress = True
         while progress:
             progress = False

@@ -58,3 +58,33 @@ def test_a_one_case_hunt_writes_its_report(tmp_path: Path) -> None:
     assert data["conclusive"] == 1
     assert data["time"]["run"] > 0 and data["time"]["predict"] > 0 and "graphs per minute" in result.output
     assert (result.exit_code == 1) == any(not f["departure"] for f in data["findings"])
+
+
+def keyed(**dims: object) -> HuntCase:
+    """A keyed count behind a hash exchange, rescaled on the restore: the restore's dimensions on a tiny job."""
+    graph = {"name": "keyed-restore", "vertices": [
+        {"id": "src", "kind": "source", "parallelism": 2, "records": 1500, "keys": 8, "splits": 4},
+        {"id": "count", "kind": "keyed_count", "parallelism": 2}, {"id": "map", "kind": "map", "parallelism": 2},
+        {"id": "sink", "kind": "sink", "parallelism": 1}],
+        "edges": [{"from": "src", "to": "count", "partitioner": "hash"}, {"from": "count", "to": "map", "partitioner": "forward"},
+                  {"from": "map", "to": "sink", "partitioner": "rebalance"}]}
+    return HuntCase(graph, "unaligned", 1, {"count": 3, "map": 3}, **dims)  # type: ignore[arg-type]
+
+
+def test_a_claimed_native_savepoint_with_rocksdb_and_a_later_failure_agrees_with_the_model() -> None:
+    """Stop with a native savepoint, resubmit it rescaled in claim mode with RocksDB incremental and chaining
+    off, fail once the restored job completed a checkpoint: the model predicts an accepted restore,
+    exactly-once output, counts 1..n and every retained file present; a fixed release agrees."""
+    case = keyed(savepoint="native", claim_mode="claim", fail_restored=1, incremental=True, chaining=False)
+    ev = evaluate(FlinkCaseRunner(None), case)
+    assert ev.observation.inconclusive is None, ev.observation.inconclusive
+    assert ev.prediction.refused is None and ev.prediction.exactly_once and ev.prediction.counts_hold
+    assert ev.found == [], [d.to_json() for d in ev.found]
+
+
+def test_a_changed_max_parallelism_of_keyed_state_is_refused_as_predicted() -> None:
+    ev = evaluate(FlinkCaseRunner(None), keyed(max_parallelism_after={"count": 64}))
+    assert ev.prediction.refused is not None
+    assert ev.observation.restore_failed is not None, ev.observation.inconclusive
+    assert "max" in ev.observation.restore_failed.lower() or "parallelism" in ev.observation.restore_failed.lower()
+    assert ev.found == []

@@ -346,7 +346,6 @@ def test_standalone_script_imports_nothing_of_cutcheck_and_carries_the_case() ->
 @pytest.mark.parametrize(("changes", "words"), [
     ({"savepoint": "native"}, "--savepoint needs --stop-after-checkpoint"),
     ({"savepoint": "json", "stop_after": 1}, "--savepoint 'json' is not one of canonical, native"),
-    ({"savepoint": "native", "stop_after": 1, "fail_after": 1}, "two ways to end the first job"),
     ({"claim_mode": "legacy"}, "--claim-mode 'legacy' is not one of claim, no_claim"),
     ({"kill_after": 1, "rescale": {"count": 1}}, "a fault of its own, restarted in place"),
     ({"kill_after": 0}, "at least 1"),

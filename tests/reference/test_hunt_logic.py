@@ -209,12 +209,12 @@ def test_a_planted_fault_is_found_shrunk_and_reproduced() -> None:
 def test_the_per_vertex_refusal_class_is_found_and_shrunk_small() -> None:
     """FLINK-38267's class offline: a "Flink" that refuses per vertex, hunted with the documented prediction."""
     runner = EngineCaseRunner(rule=RefusalRule.PER_VERTEX)
-    report = Hunt(runner, seed=1, minutes=5, max_cases=15, reruns=3, progress=quiet).run()
+    report = Hunt(runner, seed=1, minutes=5, max_cases=20, reruns=3, progress=quiet).run()
     hits = [f for f in report.findings if "restore-failed" in f.kinds]
     assert hits, [f.key for f in report.findings]
     f = hits[0]
     assert f.shrunk is not None and len(f.shrunk.graph["vertices"]) <= 4 and f.reproduced == 3
-    assert Hunt(EngineCaseRunner(), seed=1, minutes=5, max_cases=15, progress=quiet).run().findings == []
+    assert Hunt(EngineCaseRunner(), seed=1, minutes=5, max_cases=20, progress=quiet).run().findings == []
 
 
 def test_one_seed_draws_one_sequence_of_cases() -> None:
@@ -240,7 +240,7 @@ def test_workers_run_the_same_cases_in_the_same_order() -> None:
 def test_report_json_names_the_finding_and_its_replay(tmp_path: Any) -> None:
     from cutcheck.flink_bridge.hunt.artifacts import write_findings
 
-    report = Hunt(EngineCaseRunner(rule=RefusalRule.PER_VERTEX), seed=1, minutes=5, max_cases=15,
+    report = Hunt(EngineCaseRunner(rule=RefusalRule.PER_VERTEX), seed=1, minutes=5, max_cases=20,
                   reruns=2, progress=quiet).run()
     write_findings(report, tmp_path / "hunt.json", "2.1.0", 2)
     data = json.loads(json.dumps(report.to_json()))
@@ -317,3 +317,104 @@ def test_a_model_run_that_breaks_an_invariant_predicts_nothing(monkeypatch: pyte
     pred = predict(mixed())
     assert pred.inconclusive is not None and "model problem" in pred.inconclusive and "LIVENESS" in pred.inconclusive
     assert compare(mixed(), pred, Observation(exactly_once={**EO_OK, "ok": False, "lost": 3})) == []
+
+
+# ---------------------------------------------------------------- the restore's dimensions
+def test_a_savepoint_only_fault_is_found_by_savepoint_draws_and_not_without_them(monkeypatch: pytest.MonkeyPatch) -> None:
+    """FLINK-18252's class: a "Flink" whose savepoints take the checkpoints' unaligned options. Only a case
+    that restores from a savepoint exposes it; with the dimension switched off the same hunt is clean."""
+    import cutcheck.flink_bridge.hunt.risk as risk
+
+    runner = EngineCaseRunner(fault="savepoint-as-priority-barrier")
+    report = Hunt(runner, seed=0, minutes=5, max_cases=12, reruns=2, progress=quiet).run()
+    assert report.findings, "the savepoint fault was not found"
+    f = report.findings[0]
+    assert f.case.savepoint is not None and f.shrunk is not None and f.shrunk.savepoint is not None
+    assert f.reproduced == 2 and "unaligned-where-aligned" in f.kinds
+    monkeypatch.setattr(risk, "P_SAVEPOINT", 0.0)
+    assert Hunt(runner, seed=0, minutes=5, max_cases=12, progress=quiet).run().findings == []
+
+
+def test_savepoint_cases_restore_from_the_savepoint_and_fail_again_after_it() -> None:
+    """The model's reading of a savepoint case: snapshot N + 1 is the savepoint, the rescaled restore is from
+    it (never refused: a savepoint holds no channel state), and the failure after the restore comes later."""
+    case = mixed()
+    case.mode, case.savepoint, case.claim_mode, case.fail_restored = "unaligned", "native", "claim", 1
+    pred = predict(case)
+    assert pred.refused is None and pred.exactly_once and pred.inconclusive is None
+    from cutcheck.flink_bridge.hunt.runners import engine_run
+
+    result = engine_run(case)
+    kinds = [(c["id"], c["kind"]) for c in result.checkpoints if c["status"] == "completed"]
+    assert (case.fail_after + 1, "savepoint") in kinds
+    assert result.summary()["restarts"] == 2
+    opts = case.options()
+    assert (opts.savepoint, opts.stop_after, opts.fail_after, opts.claim_mode) == ("native", case.fail_after, 1, "claim")
+    from cutcheck.flink_bridge.runner import prepare, resubmits
+
+    _, target = prepare(case.graph, opts)  # the runner takes a savepoint with a failure after the restore
+    assert target.vertex("src").parallelism == 3 and resubmits(opts)
+    again = HuntCase.from_json(json.loads(json.dumps(case.to_json())))
+    assert again.to_json() == case.to_json() and "native savepoint" in again.summary()
+
+
+@pytest.mark.parametrize(("field", "value"), [("savepoint", "binary"), ("claim_mode", "legacy"), ("incremental", "yes"),
+                                              ("fail_restored", 0)])
+def test_a_case_with_a_bad_dimension_is_one_sentence(field: str, value: Any) -> None:
+    data = {**mixed().to_json(), "savepoint": "canonical", field: value}
+    with pytest.raises(InvalidArgument) as exc:
+        HuntCase.from_json(data)
+    assert "\n" not in str(exc.value) and field in str(exc.value)
+
+
+def test_the_drawn_dimensions_score_where_the_model_says_files_or_exchanges_are_at_stake() -> None:
+    case = mixed()
+    base = features(case)
+    assert base["claimed_shared"] == base["shared_state"] == base["exposed_exchanges"] == 0
+    case.incremental, case.claim_mode = True, "claim"
+    case.chaining = False
+    feats = features(case)
+    assert feats["claimed_shared"] == 1.0 and score(feats) > score(base)
+
+
+def keyed_case(max_after: int | None) -> HuntCase:
+    graph = {"name": "keyed", "vertices": [
+        {"id": "src", "kind": "source", "parallelism": 2, "records": 120, "keys": 8, "splits": 4},
+        {"id": "count", "kind": "keyed_count", "parallelism": 2}, {"id": "sink", "kind": "sink", "parallelism": 1}],
+        "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+                  {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+    return HuntCase(graph, "aligned", 1, {"count": 3}, max_parallelism_after={} if max_after is None else {"count": max_after})
+
+
+def test_a_changed_max_parallelism_of_keyed_state_is_predicted_refused() -> None:
+    """Flink's rule: explicitly set max parallelism (the translation sets every operator's) that changed on the
+    restore of a task with state is refused; the same max parallelism is accepted."""
+    refused = predict(keyed_case(64))
+    assert refused.refused is not None and "count (128 -> 64)" in refused.refused
+    assert predict(keyed_case(128)).refused is None and predict(keyed_case(None)).refused is None
+    opts = keyed_case(64).options()
+    assert opts.restore_max_parallelism == {"count": 64}
+    from cutcheck.flink_bridge.runner import prepare
+
+    _, target = prepare(keyed_case(64).graph, opts)
+    assert target.max_parallelism("count") == 64 and target.vertex("count").parallelism == 3
+
+
+def test_a_flink_that_restores_at_a_changed_max_parallelism_is_found_and_not_without_the_dimension(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import cutcheck.flink_bridge.hunt.risk as risk
+
+    runner = EngineCaseRunner(keeps_max_parallelism=True)
+    monkeypatch.setattr(risk, "P_MAX_PARALLELISM", 1.0)
+    report = Hunt(runner, seed=0, minutes=5, max_cases=6, reruns=2, progress=quiet).run()
+    hits = [f for f in report.findings if "restore-not-refused" in f.kinds]
+    assert hits and hits[0].reproduced == 2 and hits[0].shrunk is not None and hits[0].shrunk.max_parallelism_after
+    monkeypatch.setattr(risk, "P_MAX_PARALLELISM", 0.0)
+    assert Hunt(runner, seed=0, minutes=5, max_cases=6, progress=quiet).run().findings == []
+
+
+def test_a_case_the_standalone_script_cannot_carry_says_so() -> None:
+    from cutcheck.flink_bridge.hunt.artifacts import render_script
+
+    text, note = render_script(keyed_case(64))
+    assert text is None and "max parallelism" in note
