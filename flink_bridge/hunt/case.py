@@ -53,6 +53,16 @@ class HuntCase:
     def job_graph(self) -> JobGraph:
         return JobGraph.from_json(self.graph)
 
+    def builds(self) -> bool:
+        """The graph loads and, rescaled, still is a valid graph (what shrinking and the runners require)."""
+        try:
+            graph = self.job_graph()
+            if self.rescale:
+                graph.with_parallelism(self.rescale)
+        except CutcheckError:
+            return False
+        return True
+
     def options(self) -> RunOptions:
         """The flink_bridge run options (and the engine's, through compare.engine_scenario)."""
         return dataclasses.replace(self._options(), timeout_s=CASE_TIMEOUT_S)

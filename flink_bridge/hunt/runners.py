@@ -158,13 +158,7 @@ class EngineCaseRunner:
         return "engine" + (f" ({', '.join(parts)})" if parts else "")
 
     def accepts(self, case: HuntCase) -> bool:
-        try:
-            graph = case.job_graph()
-            if case.rescale:
-                graph.with_parallelism(case.rescale)
-        except CutcheckError:
-            return False
-        return True
+        return case.builds()
 
     def records(self, graph: JobGraph, slow: str) -> int:
         return self.per_source

@@ -17,7 +17,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.flink_bridge.hunt.case import HuntCase
-from cutcheck.model.errors import CutcheckError
 
 MIN_RECORDS = 20
 MAX_SHRINK_RUNS = 40
@@ -130,16 +129,6 @@ def plainer(case: HuntCase) -> Iterator[tuple[str, HuntCase]]:
         yield "chaining on", dataclasses.replace(case, chaining=True)
 
 
-def valid(case: HuntCase) -> bool:
-    try:
-        graph = case.job_graph()
-        if case.rescale:
-            graph.with_parallelism(case.rescale)
-    except CutcheckError:
-        return False
-    return True
-
-
 def shrink(case: HuntCase, still_disagrees: Check, accepts: Check, *, max_runs: int = MAX_SHRINK_RUNS,
            deadline: float | None = None) -> tuple[HuntCase, ShrinkLog]:
     """The smallest case the steps reach that ``still_disagrees`` (each step one run on the runner)."""
@@ -154,7 +143,7 @@ def shrink(case: HuntCase, still_disagrees: Check, accepts: Check, *, max_runs: 
                 if log.runs >= max_runs or (deadline is not None and time.monotonic() > deadline):
                     log.seconds = time.monotonic() - start
                     return current, log
-                if not (valid(smaller) and accepts(smaller)):
+                if not (smaller.builds() and accepts(smaller)):
                     continue
                 log.runs += 1
                 kept = still_disagrees(smaller)
