@@ -215,7 +215,7 @@ class Hunt:
         why = ev.observation.inconclusive or ev.prediction.inconclusive
         if why:
             report.inconclusive.append(f"{case.name}: {why}")
-            self.progress(f"case {report.cases} ({case.summary()}): inconclusive ({why.rstrip(".")})")
+            self.progress(f"case {report.cases} ({case.summary()}): inconclusive ({why.rstrip('.')})")
             return
         report.conclusive += 1
         if not ev.found:
