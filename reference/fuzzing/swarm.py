@@ -130,7 +130,10 @@ def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
     for f in (Feature.FILTER, Feature.KEYED_COUNT, Feature.UNION, Feature.CO_MAP, Feature.BROADCAST_STATE):
         if f.value in kinds:
             out.add(f)
-    parts = {e.get("partitioner", "rebalance") for e in graph["edges"]}
+    # The broadcast input of a broadcast_state vertex comes with that kind (gate 1), not with BROADCAST.
+    with_state = {v["id"] for v in graph["vertices"] if v["kind"] == "broadcast_state"}
+    parts = {e.get("partitioner", "rebalance") for e in graph["edges"]
+             if not (e["to"] in with_state and e.get("gate", 0) == 1 and e.get("partitioner") == "broadcast")}
     for f, name in ((Feature.FORWARD, "forward"), (Feature.RESCALE_EDGE, "rescale"), (Feature.BROADCAST, "broadcast"),
                     (Feature.GLOBAL, "global"), (Feature.CUSTOM, "custom"), (Feature.SHUFFLE, "shuffle"),
                     (Feature.HASH, "hash")):
