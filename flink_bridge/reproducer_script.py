@@ -1,13 +1,10 @@
 """A cutcheck case as a standalone PyFlink program (the template flink_bridge.standalone renders).
 
-Run: python SCRIPT [--work DIR] [--keep] [--check-only]. It builds the job graph in CASE as a DataStream
-job (every operator with a fixed uid), runs it on a local MiniCluster with the case's checkpointing,
-throws the case's failure once (in whichever subtask of the failing vertex sees a record first after
-checkpoint N completed) or stops the job with a savepoint, restores it (rescaled, in the case's claim
-mode), and checks the committed FileSink output: every source record as often as the graph's routes
-say (copies per record id, in CASE), and each key's counts exactly 1..n where a sink receives counts.
-Prints PASS or FAIL; exits 0, 1 (a disagreement) or 2 (the run could not be carried out). The work
-directory is kept on FAIL and with --keep; --check-only judges a kept one again. Needs only PyFlink.
+Run: python SCRIPT [--work DIR] [--keep] [--check-only]. Builds CASE's job graph (fixed uids), runs it on a
+local MiniCluster with the case's checkpointing, throws its failure once after checkpoint N (or stops with a
+savepoint), restores it (rescaled, in its claim mode), and checks the committed FileSink output: each record
+as often as the graph's routes say, each key's counts exactly 1..n. Prints PASS or FAIL; exits 0, 1 (a
+disagreement, work directory kept) or 2 (the run could not be carried out). Needs only PyFlink.
 """
 
 from __future__ import annotations
@@ -29,7 +26,6 @@ from pyflink.datastream.state import MapStateDescriptor, ValueStateDescriptor
 from pyflink.java_gateway import get_gateway
 
 CASE: dict = {}  # the case: filled in when the script is rendered
-
 M64 = (1 << 64) - 1
 
 def mix64(x: int) -> int:
@@ -324,7 +320,11 @@ def run(work: str) -> str | None:
         if state == "FAILED" and restore is None:
             raise RuntimeError(f"job {job} failed: {exceptions(port, job)}")
         if restore is not None:
-            job = submit(port, target, work, False, restore)
+            try:
+                job = submit(port, target, work, False, restore)
+            except Exception as exc:  # refused at submission: the deepest Java cause is Flink's reason
+                causes = [x.strip() for x in str(exc).splitlines() if x.strip().startswith("Caused by:")]
+                return (causes[-1] if causes else str(exc).splitlines()[0])[:500]
             print(f"job {job} restoring {restore} at {target}")
             if watch(port, job, False) != "FINISHED":
                 return exceptions(port, job)
