@@ -225,6 +225,7 @@ def flink_conform(
     Exit 0 when all agree, 1 when any disagrees (a replay command per disagreement), 2 on bad input.
     """
     from cutcheck.flink_bridge.conform import conform
+    from cutcheck.model.errors import CutcheckError
     from cutcheck.model.outputs import mark, replace_dir, staging_dir
 
     check_output_dir(out_dir, force=force)
@@ -241,18 +242,24 @@ def flink_conform(
         refused = "/".join("yes" if x else "no" for x in (j["engine_refused"], j["flink_refused"]))
         checkpoints = "-" if j["checkpoints"] is None else "{} / {}".format(*j["checkpoints"])
         rows.append([r.case.seed, r.case.summary(), r.case.options(), j["engine_verdict"], j["flink_verdict"],
-                     refused, checkpoints, "yes" if r.agree else "NO"])
-    out.print(table(f"flink conform: {len(report.rows)} graphs from seed {seed}, {report.agreed} agree "
-                    f"({report.graphs_per_minute} graphs per minute)",
+                     refused, checkpoints, "yes" if r.agree else "inconclusive" if r.inconclusive else "NO"])
+    unjudged = len(report.rows) - report.agreed - report.disagreed
+    out.print(table(f"flink conform: {len(report.rows)} graphs from seed {seed}, {report.agreed} agree, "
+                    f"{report.disagreed} disagree" + (f", {unjudged} inconclusive" if unjudged else "")
+                    + f" ({report.graphs_per_minute} graphs per minute)",
                     ["seed", "graph", "failure, rescale", "engine", "Flink", "refused (engine/Flink)",
                      "checkpoints (engine / Flink)", "agree"], rows))
     for r in report.rows:
         if not r.agree:
             why = r.error or "verdicts differ"
-            out.print(f"seed {r.case.seed} disagrees ({why}); replay: {r.case.replay(r.graph_path)}",
+            what = "is inconclusive" if r.inconclusive else "disagrees"
+            out.print(f"seed {r.case.seed} {what} ({why}); replay: {r.case.replay(r.graph_path)}",
                       markup=False, highlight=False, soft_wrap=True)
     write_json(json_path, report.to_json())
-    raise typer.Exit(0 if report.agreed == len(report.rows) else 1)
+    if report.agreed == 0 and report.disagreed == 0:
+        raise CutcheckError(f"none of the {len(report.rows)} graphs could be judged (each job ended before its failure); "
+                            "give more --records.")
+    raise typer.Exit(0 if report.disagreed == 0 else 1)
 
 
 @flink_app.command("env")

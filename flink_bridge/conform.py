@@ -11,7 +11,8 @@ whether or not Flink is expected to accept it: the engine predicts refusals. Eac
 through ``flink_bridge.compare.compare``: Flink first, then the engine calibrated to as many
 completed checkpoints. A graph agrees when both sides give the same verdict: exactly-once holds on
 both, is violated on both, or both refuse the restore (as Flink refuses it). A graph that cannot be
-compared (Flink or the engine stopped with an error) counts as a disagreement, with its reason.
+compared (Flink or the engine stopped with an error) counts as a disagreement, with its reason, except
+a run that ended before its failure or savepoint (inconclusive: neither side judged).
 """
 
 from __future__ import annotations
@@ -164,6 +165,12 @@ class Row:
     def agree(self) -> bool:
         return self.comparison is not None and self.comparison.agree
 
+    @property
+    def inconclusive(self) -> bool:
+        """The run could not exercise the case (the job ended before its failure or savepoint): neither side
+        was judged, so it is no disagreement; more records or an earlier failure make it conclusive."""
+        return self.comparison is None and self.error is not None and "the job finished before" in self.error
+
     def verdicts(self) -> tuple[str, str]:
         if self.comparison is None:
             return "error", "error"
@@ -177,7 +184,8 @@ class Row:
                 "engine_verdict": engine, "flink_verdict": flink,
                 "engine_refused": cmp.engine.refused if cmp else None, "flink_refused": cmp.flink.refused if cmp else None,
                 "checkpoints": [cmp.engine.completed, cmp.flink.completed] if cmp else None,
-                "checkpoint_ratio": cmp.ratio if cmp else None, "agree": self.agree, "error": self.error,
+                "checkpoint_ratio": cmp.ratio if cmp else None, "agree": self.agree,
+                "inconclusive": self.inconclusive, "error": self.error,
                 "seconds": round(self.seconds, 1), "replay": None if self.agree else self.case.replay(self.graph_path)}
 
 
@@ -192,12 +200,16 @@ class Report:
         return sum(r.agree for r in self.rows)
 
     @property
+    def disagreed(self) -> int:
+        return sum(not r.agree and not r.inconclusive for r in self.rows)
+
+    @property
     def graphs_per_minute(self) -> float:
         return round(60.0 * len(self.rows) / self.seconds, 2) if self.seconds else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"seed": self.seed, "graphs": len(self.rows), "agreed": self.agreed,
-                "all_agree": self.agreed == len(self.rows), "seconds": round(self.seconds, 1),
+        return {"seed": self.seed, "graphs": len(self.rows), "agreed": self.agreed, "disagreed": self.disagreed,
+                "inconclusive": len(self.rows) - self.agreed - self.disagreed, "all_agree": self.disagreed == 0, "seconds": round(self.seconds, 1),
                 "graphs_per_minute": self.graphs_per_minute, "rows": [r.to_json() for r in self.rows]}
 
 

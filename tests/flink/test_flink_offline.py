@@ -388,3 +388,33 @@ def test_unaligned_edges_per_release_and_the_engine_rule_for_2x() -> None:
     assert two == {2} == {e.key for e in graph.edges if edge_supports_unaligned(graph, e.key)}, "2.x is the engine's rule"
     assert unaligned_edges(graph, features("1.19.0")) == {0, 1, 2}, "1.19 forced: the custom edge goes unaligned"
     assert unaligned_edges(graph, features("1.19.0"), forced=False) == {2}
+
+
+def test_conform_a_run_that_never_failed_is_inconclusive_not_a_disagreement(monkeypatch: pytest.MonkeyPatch,
+                                                                           tmp_path: Path) -> None:
+    """A job that ends before its failure fires judges neither side: counted apart, exit 0 beside an agreeing
+    graph, exit 2 when nothing could be judged (a disagreement is still exit 1: the test above)."""
+    import cutcheck.flink_bridge.conform as conform_mod
+    from cutcheck.model.errors import CutcheckError
+
+    agreeing = _fake_compare(("holds", "holds"))
+    calls: list[int] = []
+
+    def compare(graph: Any, opts: Any, out: Any = None, progress: Any = None, **kw: Any) -> Any:
+        calls.append(1)
+        if len(calls) == 1 or only_inconclusive:
+            raise CutcheckError("the job finished before the failure after checkpoint 1 could fire; give more --records.")
+        return agreeing(graph, opts, out, progress, **kw)
+
+    monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
+    monkeypatch.setattr(conform_mod, "compare", compare)
+    only_inconclusive = False
+    result = _invoke("flink", "conform", "--graphs", "2", "--seed", "3", "--out", str(tmp_path / "a"),
+                     "--json", str(tmp_path / "a.json"))
+    assert result.exit_code == 0, result.output
+    report = json.loads((tmp_path / "a.json").read_text())
+    assert (report["agreed"], report["disagreed"], report["inconclusive"]) == (1, 0, 1) and report["all_agree"]
+    assert "is inconclusive" in result.output and "disagrees" not in result.output
+    only_inconclusive = True
+    none = _invoke("flink", "conform", "--graphs", "2", "--seed", "3", "--out", str(tmp_path / "b"))
+    assert none.exit_code == 2 and "could be judged" in _error_line(none)
