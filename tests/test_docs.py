@@ -253,3 +253,15 @@ def code_blocks_free(text: str, heading: str) -> str:
     """The prose of a section, up to its first fenced block."""
     start = text.index(heading + "\n")
     return text[start:text.index("\n```\n", start)]
+
+
+def test_every_module_path_the_docs_name_exists() -> None:
+    """A path such as reference/checks/oracle.py (or core/doors.py, inside reference/) in the README or
+    docs/ names a module that exists: moving a module means updating the text that points to it."""
+    pattern = re.compile(r"(?<![\w/.\-])((?:[\w\-]+/)+[\w\-]+\.py)\b")
+    stale = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            stale += [f"{doc.name}:{number}: {p}" for p in pattern.findall(line)
+                      if not (ROOT / p).is_file() and not (ROOT / "reference" / p).is_file()]
+    assert stale == [], "the docs name modules that do not exist:\n" + "\n".join(stale)
