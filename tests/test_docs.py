@@ -265,3 +265,31 @@ def test_every_module_path_the_docs_name_exists() -> None:
             stale += [f"{doc.name}:{number}: {p}" for p in pattern.findall(line)
                       if not (ROOT / p).is_file() and not (ROOT / "reference" / p).is_file()]
     assert stale == [], "the docs name modules that do not exist:\n" + "\n".join(stale)
+
+
+def defined_names(path: Path) -> set[str]:
+    """What a module defines (functions, classes, methods, assigned names) and the strings it holds
+    (the protocol's actions are named by string)."""
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            out.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            out |= {t.id for t in targets if isinstance(t, ast.Name)}
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.isidentifier():
+            out.add(node.value)
+    return out
+
+
+def test_every_name_the_docs_place_in_a_module_is_defined_there() -> None:
+    """`path.py`: `name` (or `Class.method`) in the README or docs/ points at something that module defines."""
+    pattern = re.compile(r"`((?:[\w\-]+/)+[\w\-]+\.py)`: `([A-Za-z_][\w.]*)")
+    stale = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        for number, line in enumerate(doc.read_text().splitlines(), 1):
+            for path, name in pattern.findall(line):
+                module = ROOT / path if (ROOT / path).is_file() else ROOT / "reference" / path
+                if module.is_file() and not set(name.split(".")[:2]) <= defined_names(module):
+                    stale.append(f"{doc.name}:{number}: {path}: {name}")
+    assert stale == [], "the docs place names in modules that do not define them:\n" + "\n".join(stale)
