@@ -237,7 +237,7 @@ class _Search:
         self.hypothesis_cut = False  # the deadline stopped Hypothesis's shrinking
         self.shrink_runs = 0
 
-    def example(self, data: Any) -> None:
+    def example(self, data: st.DataObject) -> None:
         _stop_if_interrupted()
         shrinking = self.found is not None
         gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
@@ -300,7 +300,7 @@ class _Search:
 class _HypothesisDraw:
     __slots__ = ("data",)
 
-    def __init__(self, data: Any):
+    def __init__(self, data: st.DataObject):
         self.data = data
 
     def integer(self, lo: int, hi: int) -> int:
