@@ -21,7 +21,6 @@ from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.checks.oracle import ExactlyOnce
 from cutcheck.reference.checks.tracing import ChannelKey, ChannelTrace, write_traces
-from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.logs import RunLogWriter
 from cutcheck.reference.resubmit import ResubmitPlan
 from cutcheck.reference.run_storage import open_storage
@@ -52,7 +51,7 @@ class RunResult:
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
-    coverage: Coverage = field(default_factory=Coverage)  # the engine's (never written into the logs)
+    coverage: Any = None  # the engine's reference.core.coverage.Coverage (never written into the logs)
     checkpoint_failovers: list[int] = field(default_factory=list)  # steps where failed checkpoints failed the job
 
     @property

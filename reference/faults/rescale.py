@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from cutcheck.model.graph import JobGraph
 from cutcheck.reference.core.seams import Fault, Layer
 
 
@@ -37,7 +36,7 @@ class ChannelStateByVertexPair(Fault):
 
     name, seam, layer, key = "channel-state-by-vertex-pair", "channel_state_edge", Layer.RESCALE, "FLINK-40269"
 
-    def rule(self, correct: Any, edge: int, graph: JobGraph) -> int:
+    def rule(self, correct: Any, edge: int, graph: Any) -> int:
         mine = graph.edge(edge)
         return next(e.key for e in graph.edges if (e.source, e.target) == (mine.source, mine.target))
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cutcheck.reference.core.seams import Fault, Layer
@@ -19,7 +18,7 @@ class SavepointAsPriorityBarrier(Fault):
     name, seam, layer, key = ("savepoint-as-priority-barrier", "checkpoint_options_for", Layer.SAVEPOINTS,
                               "FLINK-18252")
 
-    def rule(self, correct: Callable[[str, str, int | None], str], kind: str, mode: str, timeout: int | None) -> str:
+    def rule(self, correct: Any, kind: str, mode: str, timeout: int | None) -> str:
         return correct("checkpoint", mode, timeout)
 
 

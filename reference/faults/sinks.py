@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cutcheck.reference.core.seams import Fault, Layer
@@ -28,7 +27,7 @@ class TxnIdPoolReuse(Fault):
 
     name, seam, layer, key = "txn-id-pool-reuse", "transaction_name", Layer.SINKS, "FLINK-8132"
 
-    def rule(self, correct: Callable[[object, int, int], str], sid: object, attempt: int, n: int) -> str:
+    def rule(self, correct: Any, sid: object, attempt: int, n: int) -> str:
         return correct(sid, attempt, n % 2)
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 from cutcheck.reference.core.seams import Fault, Layer
@@ -26,7 +25,7 @@ class RegistryKeyWithoutContent(Fault):
 
     name, seam, layer, key = "registry-key-without-content", "registry_key", Layer.STORAGE, "FLINK-29095"
 
-    def rule(self, correct: Callable[[str, int, str], str], vertex: str, kg: int, digest: str) -> str:
+    def rule(self, correct: Any, vertex: str, kg: int, digest: str) -> str:
         return correct(vertex, kg, "")
 
 
