@@ -237,7 +237,7 @@ class _Search:
         self.hypothesis_cut = False  # the deadline stopped Hypothesis's shrinking
         self.shrink_runs = 0
 
-    def example(self, data: st.DataObject) -> None:
+    def example(self, data: Any) -> None:
         _stop_if_interrupted()
         shrinking = self.found is not None
         gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
