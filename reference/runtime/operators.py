@@ -176,7 +176,7 @@ class KeyedCountOperator(KeyedOperator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.counter_index = task.engine.vertex_index[task.sid.vertex]
-        self.file_under = task.engine.rules.state_change_key_group
+        self.file_under = task.engine.rules[state_change_key_group]
         self.previous_kg = -1  # the key group of the record processed before (the stale key context)
         self.misfiled: dict[int, tuple[int, int]] = {}  # key -> (its key group, the one its change was filed under)
 

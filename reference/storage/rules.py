@@ -36,3 +36,10 @@ def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
     """An aborted checkpoint discards none of its shared files at once: they stay registered and go
     at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
     return []
+
+
+@seam
+def first_checkpoint_id_after_restore(restored: int) -> int:
+    """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
+    restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
+    return restored + 1
