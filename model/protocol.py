@@ -89,6 +89,8 @@ class Protocol:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", normalize_mode(self.mode))
+        if self.mutant is not None:
+            object.__setattr__(self, "mutant", str(self.mutant))  # ModelMutant.X and its spelling are one mutant
         if self.mutant is not None and self.mutant not in PROTOCOL_MUTANTS:
             raise CutcheckError(f"unknown mutant {self.mutant!r} for the channel model; it runs only the "
                                 f"channel protocol's mutants: {', '.join(PROTOCOL_MUTANTS)}.")

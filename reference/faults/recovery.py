@@ -36,7 +36,7 @@ def _recovered_buffers_persisted_twice(correct: Callable[[Task, InputChannel, Bu
     ``LocalInputChannel``, ``checkpointStarted`` persisted them once and ``maybePersist`` persisted each
     again as the task polled it, so the channel state held duplicates.
     """
-    snap = task.snapshots.get(ch.persisting)
+    snap = None if ch.persisting is None else task.snapshots.get(ch.persisting)
     if snap is not None:
         snap.input_state.setdefault(task.channel_key(ch), []).append(buf)
 
