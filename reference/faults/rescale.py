@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.errors import RestoreRefused
 from cutcheck.reference.core.seams import AnyFault, Fault, Layer
 from cutcheck.reference.recovery.rescale import (
     ChannelState,
@@ -14,6 +15,11 @@ from cutcheck.reference.recovery.rescale import (
     filters_ambiguous_channel_state,
     record_filter_channels,
 )
+from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
+
+if TYPE_CHECKING:
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 Assignment = dict[Any, ChannelState]  # virtual channel -> its recovered (input, output) buffers
 
@@ -60,6 +66,26 @@ def _committables_lost_on_rescale(correct: Callable[[list[list[Any]], int], list
     return [[list(e) for e in per_old_subtask[i]] if i < len(per_old_subtask) else [] for i in range(new_p)]
 
 
+Refusal = Callable[["JobGraph", "CompletedCheckpoint", dict[str, int]], None]
+
+
+def _restore_never_refused(correct: Refusal, graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int]) -> None:
+    """The engine restores every rescaled checkpoint, also those Flink refuses ("Cannot rescale the given pointwise partitioner").
+
+    Not a re-created Flink bug (``test_only``): it shows that RESTORE_JUDGED catches the engine
+    accepting a restore Flink refuses.
+    """
+
+
+def _every_rescale_refused(correct: Refusal, graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int]) -> None:
+    """The engine refuses every restore at another parallelism, also those Flink accepts.
+
+    Not a re-created Flink bug (``test_only``): it shows that RESTORE_JUDGED catches the engine
+    refusing a restore Flink accepts.
+    """
+    raise RestoreRefused("restore refused (the bug: every rescale)")
+
+
 FAULTS: tuple[AnyFault, ...] = (
     Fault("skip-stateless-reassignment", channel_state_to_assign, Layer.RESCALE, _skip_stateless_reassignment,
           key="FLINK-31963"),
@@ -71,4 +97,6 @@ FAULTS: tuple[AnyFault, ...] = (
           key="FLINK-35351"),
     Fault("sink-committables-lost-on-rescale", committables_to_redistribute, Layer.RESCALE,
           _committables_lost_on_rescale, key="FLINK-29509"),
+    Fault("restore-never-refused", refuse_if_flink_would, Layer.RESCALE, _restore_never_refused, test_only=True),
+    Fault("every-rescale-refused", refuse_if_flink_would, Layer.RESCALE, _every_rescale_refused, test_only=True),
 )

@@ -8,7 +8,9 @@ from cutcheck.reference.core.seams import AnyFault, Fault, Layer
 from cutcheck.reference.storage.rules import (
     builds_on_restored,
     exclusive_files_discarded_on_abort,
+    files_discarded_when_subsumed,
     first_checkpoint_id_after_restore,
+    job_owns_completed,
     registry_key,
     shared_files_discarded_on_abort,
 )
@@ -67,6 +69,34 @@ def _no_claim_first_checkpoint_incremental(correct: Callable[[bool], bool], clai
     return True
 
 
+def _shared_files_never_discarded(correct: Callable[[int, int], bool], created_by: int,
+                                  highest_not_claimed: int) -> bool:
+    """The registry forgets shared files no checkpoint uses any more but never deletes them, so they stay as orphans.
+
+    Not a re-created Flink bug (``test_only``): it shows that NO_ORPHANS, and the inspection of a
+    checkpoint directory, find shared files the job left behind.
+    """
+    return False
+
+
+def _savepoint_owned_by_the_job(correct: Callable[[bool], bool], savepoint: bool) -> bool:
+    """A savepoint is taken for the job's own, so retention discards it like a checkpoint when it is subsumed.
+
+    Not a re-created Flink bug (``test_only``): it shows that SAVEPOINT_KEPT catches the job deleting
+    a user's savepoint.
+    """
+    return True
+
+
+def _subsumed_checkpoint_left_on_disk(correct: Callable[[list[str]], list[str]], exclusive: list[str]) -> list[str]:
+    """Subsuming a checkpoint deletes its metadata but leaves its exclusive files on disk.
+
+    Not a re-created Flink bug (``test_only``): it shows that NO_ORPHANS counts the files of a
+    subsumed checkpoint as the job's garbage, though no retained checkpoint references them.
+    """
+    return []
+
+
 FAULTS: tuple[AnyFault, ...] = (
     Fault("discard-on-abort", shared_files_discarded_on_abort, Layer.STORAGE, _discard_on_abort, key="FLINK-24611"),
     Fault("registry-key-without-content", registry_key, Layer.STORAGE, _registry_key_without_content,
@@ -79,4 +109,9 @@ FAULTS: tuple[AnyFault, ...] = (
           _checkpoint_id_restarts, key="apache/iceberg#18123"),
     Fault("no-claim-first-checkpoint-incremental", builds_on_restored, Layer.STORAGE,
           _no_claim_first_checkpoint_incremental, key="FLINK-25192"),
+    Fault("shared-files-never-discarded", registry_may_discard, Layer.STORAGE, _shared_files_never_discarded,
+          test_only=True),
+    Fault("savepoint-owned-by-the-job", job_owns_completed, Layer.STORAGE, _savepoint_owned_by_the_job, test_only=True),
+    Fault("subsumed-checkpoint-left-on-disk", files_discarded_when_subsumed, Layer.STORAGE,
+          _subsumed_checkpoint_left_on_disk, test_only=True),
 )

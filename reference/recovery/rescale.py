@@ -286,7 +286,7 @@ def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
     per-split order merged (see :func:`_lose_order_after_merge`)."""
     graph = engine.graph
     old, new = done.parallelism, engine.parallelism
-    refuse_if_flink_would(graph, done, new)  # per vertex, as Flink: before any edge is touched
+    engine.rules[refuse_if_flink_would](graph, done, new)  # per vertex, as Flink: before any edge is touched
     stateless = {v.id for v in graph.vertices
                  if all(not done.tasks[SubtaskId(v.id, i)].operator for i in range(old[v.id]))}
     per_edge = _virtual_channels(done, graph, engine.rules)

@@ -76,6 +76,8 @@ from cutcheck.reference.storage.retention import subsume
 from cutcheck.reference.storage.rules import (
     builds_on_restored,
     exclusive_files_discarded_on_abort,
+    files_discarded_when_subsumed,
+    job_owns_completed,
     registry_key,
     shared_files_discarded_on_abort,
 )
@@ -175,7 +177,8 @@ class FsCheckpointStorage:
                  "shared": [self._stored_path(f, p, "shared") for f in shared]}
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
-        self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
+        owned = self.rules[job_owns_completed](savepoint)
+        self.held.append(Held(p.cp, p.kind, p.path, owned, {"exclusive": list(p.exclusive), "shared": shared}))
         if savepoint:
             note(self, "storage", "savepoint")
         if not savepoint:
@@ -324,7 +327,7 @@ class FsCheckpointStorage:
     def _discard(self, h: Held) -> None:
         """The metadata first, so a half-discarded checkpoint is never offered for restore."""
         self.files.delete(os.path.join(h.path, METADATA))
-        for path in h.files["exclusive"]:
+        for path in self.rules[files_discarded_when_subsumed](h.files["exclusive"]):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         self._prune(h.path)

@@ -1,6 +1,6 @@
 """The rules of checkpoint storage that a fault may replace (reference.core.seams), stated once.
 
-``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules``; the registry's own
+``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules[<seam>]``; the registry's own
 ownership rule lives with the registry (reference.storage.shared_registry.registry_may_discard).
 """
 
@@ -43,3 +43,16 @@ def first_checkpoint_id_after_restore(restored: int) -> int:
     """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
     restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
     return restored + 1
+
+
+@seam
+def job_owns_completed(savepoint: bool) -> bool:
+    """A checkpoint the job completes is the job's to discard when subsumed; a savepoint is the user's
+    and is never discarded by the job (facts §8.2)."""
+    return not savepoint
+
+
+@seam
+def files_discarded_when_subsumed(exclusive: list[str]) -> list[str]:
+    """Subsuming a checkpoint the job owns deletes every exclusive file of it, after its metadata (facts §8.2)."""
+    return exclusive
