@@ -118,7 +118,7 @@ class CollectingBarriers(HandlerState):
         return self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
-        if task.engine.rules[end_of_partition_counts_as_barrier]():
+        if task.engine.rules[end_of_partition_counts_as_barrier](ch):
             self.received.add(ch.index_in_task)
         return self._complete(task) if task.all_received(self.received) else self
 

@@ -45,7 +45,7 @@ def _partial_input_state(correct: Callable[[InputChannel], bool], ch: InputChann
     return bool(ch.gate.index == 0)
 
 
-def _eop_not_counted(correct: Callable[[], bool]) -> bool:
+def _eop_not_counted(correct: Callable[[InputChannel], bool], ch: InputChannel) -> bool:
     """An aligning task does not count a finished channel's end of partition as that channel's barrier.
 
     FLINK-21086 (FLIP-147): before alignment supported finished input channels, a task whose input had

@@ -31,7 +31,7 @@ def _skip_stateless_reassignment(correct: Callable[[Any, Assignment, set[str]], 
             for k, (inp, outp) in vchannels.items()}
 
 
-def _no_rescale_filter(correct: Callable[[], bool]) -> bool:
+def _no_rescale_filter(correct: Callable[[frozenset[int]], bool], ambiguous: frozenset[int]) -> bool:
     """Ambiguous channel state is delivered unfiltered on rescale (no virtual-channel record filter)."""
     return False
 

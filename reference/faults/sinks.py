@@ -53,7 +53,7 @@ def _committable_restamped(correct: Callable[[Committables, int], Committables],
     return [[cp, re.sub(r"-a\d+-t", f"-a{attempt}-t", txn)] for cp, txn in correct(pending, attempt)]
 
 
-def _not_flushed_at_end_of_input(correct: Callable[[], bool]) -> bool:
+def _not_flushed_at_end_of_input(correct: Callable[[str | None], bool], open_txn: str | None) -> bool:
     """At end of input the writer keeps its open transaction for a later snapshot instead of emitting its committable.
 
     FLINK-26403: SinkWriterOperator did not drain its pending committables on endOfInput and left them

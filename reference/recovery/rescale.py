@@ -228,7 +228,7 @@ def _redistribute_edge(engine: RecoveryRun, done: CompletedCheckpoint, edge: Edg
     # function of the record's key and the new parallelism, and it keeps the renumbered channel
     # sequences (and so the CUT checks of later checkpoints) free of records nobody processes.
     selector = None
-    if ambiguous and engine.rules[filters_ambiguous_channel_state]():
+    if engine.rules[filters_ambiguous_channel_state](ambiguous):
         channels = engine.rules[record_filter_channels](co, cn)
         selector = make_selector(edge.partitioner, channels, max_parallelism=engine.graph.max_parallelism(edge.target))
     merged = False
@@ -268,10 +268,11 @@ def record_filter_channels(old_consumers: int, new_consumers: int) -> int:
 
 
 @seam
-def filters_ambiguous_channel_state() -> bool:
-    """Channel state whose records may now belong to another subtask is filtered by the new
-    partitioner on rescale (Flink's virtual channels and record filter, facts §2.5)."""
-    return True
+def filters_ambiguous_channel_state(ambiguous: frozenset[int]) -> bool:
+    """Channel state whose records may now belong to another subtask (that of the ``ambiguous`` old
+    subtasks) is filtered by the new partitioner on rescale (Flink's virtual channels and record
+    filter, facts §2.5); an edge without such old subtasks needs no filter."""
+    return bool(ambiguous)
 
 
 @seam

@@ -52,10 +52,11 @@ def restored_committables(pending: list[list[Any]], attempt: int) -> list[list[A
 
 
 @seam
-def flushes_committables_at_end_of_input() -> bool:
-    """At end of input the writer pre-commits its open transaction and hands the committable on, bound
-    to the final checkpoint; nothing is left for a snapshot that will never come (facts §11.1)."""
-    return True
+def flushes_committables_at_end_of_input(open_txn: str | None) -> bool:
+    """At end of input the writer pre-commits its open transaction, if it has one, and hands the
+    committable on, bound to the final checkpoint; nothing is left for a snapshot that will never
+    come (facts §11.1)."""
+    return open_txn is not None
 
 
 class TransactionStore:
@@ -144,7 +145,7 @@ class SinkOperator(Operator):
             self._open()
 
     def end_of_input(self) -> None:
-        if self.exactly_once and self.txn is not None and self.task.engine.rules[flushes_committables_at_end_of_input]():
+        if self.exactly_once and self.task.engine.rules[flushes_committables_at_end_of_input](self.txn):
             self.pending.append([FINAL, self.txn])
             self.txn = None
 

@@ -34,9 +34,10 @@ ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
 
 @seam
-def end_of_partition_counts_as_barrier() -> bool:
-    """A channel's end of partition stands in for its barrier during alignment (FLIP-147, FLINK-21086)."""
-    return True
+def end_of_partition_counts_as_barrier(ch: InputChannel) -> bool:
+    """During alignment a channel whose end of partition the task has consumed counts as one whose
+    barrier has come: nothing more will come on it (FLIP-147, FLINK-21086)."""
+    return ch.ended
 
 
 @seam
@@ -312,8 +313,8 @@ class Task:
 
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
-        eop_counts = self.engine.rules[end_of_partition_counts_as_barrier]()
-        return all(ch.index_in_task in received or (ch.ended and eop_counts) for ch in self.channels)
+        eop_counts = self.engine.rules[end_of_partition_counts_as_barrier]
+        return all(ch.index_in_task in received or eop_counts(ch) for ch in self.channels)
 
     def block(self, ch: InputChannel) -> None:
         ch.blocked = True
