@@ -69,17 +69,33 @@ class State(Enum):
     SKIPPED = "skipped"
 
 
+class Skip(Enum):
+    """Why a check did not run (campaigns count runs by it)."""
+
+    NOT_TRACED = "the run was not traced"
+    STARTED_RESTORED = ("the job started from a restored snapshot (a resubmit's second job, a --restore), and the "
+                        "trace model starts every channel before any checkpoint")
+    RESTARTS_FOR_EVER = "the job restarts for ever, so its output never ends"
+
+
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     check: Check
     state: State
     note: str = ""  # why it was skipped, or how it was judged ("as a prefix", "at least once")
+    skip: Skip | None = None
 
     def describe(self) -> str:
         return f"{self.check.value} {self.state.value}" + (f" ({self.note})" if self.note else "")
 
     def to_json(self) -> dict[str, str]:
-        return {"check": self.check.value, "state": self.state.value, "note": self.note}
+        return {"check": self.check.value, "state": self.state.value, "note": self.note,
+                "skip": self.skip.name if self.skip is not None else ""}
+
+
+def skip_key(check: str, skip: str) -> str:
+    """How campaigns count skipped checks: "<check>: <why>" (``check`` and ``skip`` as ``to_json`` names them)."""
+    return f"{check}: {Skip[skip].value}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -167,16 +183,16 @@ def finding(invariant: str, detail: str) -> Judgement:
 def _trace_skip(run: RunResult) -> CheckResult | None:
     """The TRACE check's skip, with its reason; None when the traces are to be validated."""
     if not run.traces:
-        return CheckResult(Check.TRACE, State.SKIPPED, "the run was not traced")
+        return CheckResult(Check.TRACE, State.SKIPPED, Skip.NOT_TRACED.value, Skip.NOT_TRACED)
     if run.started_from is not None:
         return CheckResult(Check.TRACE, State.SKIPPED, f"the job started from {run.started_from}, and the trace "
-                           "model starts every channel before any checkpoint")
+                           "model starts every channel before any checkpoint", Skip.STARTED_RESTORED)
     return None
 
 
 def _exactly_once_check(eo: ExactlyOnce, delivered: bool, at_least_once: bool, *, looped: bool) -> CheckResult:
     if looped:
-        return CheckResult(Check.EXACTLY_ONCE, State.SKIPPED, "the job restarts for ever, so its output never ends")
+        return CheckResult(Check.EXACTLY_ONCE, State.SKIPPED, Skip.RESTARTS_FOR_EVER.value, Skip.RESTARTS_FOR_EVER)
     notes = ["as the prefix the run stopped at"] if eo.prefix else []
     if at_least_once and not eo.ok and delivered:
         notes.append("at least once: duplicates and count gaps are what AT_LEAST_ONCE promises")

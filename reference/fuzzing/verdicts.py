@@ -32,13 +32,14 @@ from cutcheck.reference.judge import (
     judge,
     refused,
     restart_loop,
+    skip_key,
 )
 from cutcheck.reference.scenario import Scenario
 from cutcheck.reference.simulate import simulate
 
 # Names campaigns, the shrinker and the tests import from here (the judge decides what they mean).
-__all__ = ["ENGINE_FAULT", "GENERATOR", "LOOP_FAILOVERS", "RESTART_LOOP", "TRACE", "Verdict", "restart_loop",
-           "run_scenario", "scenario_of_seed", "verdict_of_seed"]
+__all__ = ["ENGINE_FAULT", "GENERATOR", "LOOP_FAILOVERS", "RESTART_LOOP", "TRACE", "Verdict", "count_skips",
+           "restart_loop", "run_scenario", "scenario_of_seed", "verdict_of_seed"]
 
 # The generator settings a campaign cycles through, one per scenario, the same for every mutant (no
 # per-mutant hints). Every entry still draws a swarm mask (reference.fuzzing.swarm), so any feature
@@ -168,6 +169,13 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     note_restores(cov, result.restores)
     return Verdict(judge(result, coverage=cov), sdict, restarts=result.restarts,
                    rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
+
+
+def count_skips(counts: dict[str, int], verdict: dict[str, Any]) -> None:
+    """Add a verdict's skipped checks (``Verdict.to_json``) to a campaign's ``counts`` by check and reason."""
+    for c in verdict.get("skipped", []):
+        key = skip_key(c["check"], c["skip"])
+        counts[key] = counts.get(key, 0) + 1
 
 
 def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
