@@ -22,11 +22,12 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     from cutcheck.reference.core.coverage import Coverage
     from cutcheck.reference.fuzzing import campaigns as fz
     from cutcheck.reference.fuzzing.verdicts import Verdict
+    from cutcheck.reference.judge import finding
 
     fuzz_scenario = scenario_from_seed(4, mutants=("no-output-state",))
     coverage = Coverage()
     coverage.hit("handler", "CollectingBarriers", "barrier_received")
-    found = Verdict(False, False, [{"invariant": "CUT", "detail": "planted"}], fuzz_scenario)
+    found = Verdict(finding("CUT", "planted"), fuzz_scenario)
     monkeypatch.setattr(proofs, "run", lambda: [ProofResult("cut-unaligned", "proved", "unbounded", 0.1),
                                                 ProofResult("cut[x]", "counterexample", "4", 0.1, expected="counterexample")])
     monkeypatch.setattr(fz, "hypothesis_campaign", lambda **kw: fz.CampaignResult(
