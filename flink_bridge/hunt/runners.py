@@ -118,12 +118,12 @@ def predict(case: HuntCase) -> Prediction:
                       {"exactly_once": eo.to_json(), "violations": result.violations, "verdict": verdict.to_json()})
     if result.never_fired["failures"]:
         pred.inconclusive = "the engine's run ended before its failure fired"
-    if verdict.outcome is Outcome.VIOLATED and verdict.invariant != "EXACTLY_ONCE":
-        # the model's own run broke an invariant: no prediction, and a problem of the model to look at
+    if verdict.outcome in (Outcome.VIOLATED, Outcome.UNJUDGED) and verdict.invariant != "EXACTLY_ONCE":
+        # the model's own run broke an invariant or did not finish: no prediction, and a problem of the model
         broken = verdict.findings[0]
         pred.inconclusive = f"model problem: the engine's run broke {broken['invariant']} ({broken.get('detail', '')[:160]})"
-    elif verdict.outcome in (Outcome.UNJUDGED, Outcome.RESTART_LOOP):  # the engine's job never ended: nothing to predict
-        pred.inconclusive = f"the engine's run is {verdict.outcome.value.replace('_', ' ')}: {verdict.reason[:160]}"
+    elif verdict.outcome is Outcome.RESTART_LOOP:  # the engine's job never ends, as Flink's would not: nothing to compare
+        pred.inconclusive = f"the engine's run is a restart loop: {verdict.reason[:160]}"
     return pred
 
 
