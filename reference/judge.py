@@ -162,8 +162,12 @@ def judge(run: RunResult, *, coverage: Coverage | None = None) -> Judgement:
         return Judgement(Outcome.RESTART_LOOP, ({"invariant": RESTART_LOOP, "detail": loop},), tuple(checks), loop)
     if not findings and delivered:
         return Judgement(Outcome.HOLDS, (), tuple(checks))
-    if not findings:  # a stepwise check passed and the oracle did not: its EXACTLY_ONCE is the finding
-        findings = [v for v in run.violations if v["invariant"] == "EXACTLY_ONCE"]
+    if not delivered and not any(v["invariant"] == "EXACTLY_ONCE" for v in findings):
+        # The run stopped on another check, and the output up to there is already wrong (a duplicate or an
+        # invented record is wrong in any prefix): a finding of its own, after the one that stopped the run.
+        eo_run = run.exactly_once
+        findings.append({"invariant": "EXACTLY_ONCE", "detail": f"in the output up to the stop: duplicated "
+                         f"{eo_run.duplicated}, phantom {eo_run.phantom}, count gaps {eo_run.count_gaps}"})
     if len(findings) == 1 and findings[0]["invariant"] == "LIVENESS" and findings[0]["detail"].startswith(STEP_LIMIT):
         return Judgement(Outcome.UNJUDGED, tuple(findings), tuple(checks), findings[0]["detail"], tuple(trace_found))
     return Judgement(Outcome.VIOLATED, tuple(findings), tuple(checks), trace_findings=tuple(trace_found))

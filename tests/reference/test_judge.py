@@ -109,3 +109,19 @@ def test_the_command_modules_import_one_another_without_a_cycle() -> None:
     assert graph.has_edge("verify", "campaign") and graph.has_edge("fuzz", "campaign")
     # (storage and flink register their sub-commands from modules that import them back: not this test's)
     assert [c for c in nx.simple_cycles(graph) if {"fuzz", "verify", "campaign"} & set(c)] == []
+
+
+def test_a_step_limit_stop_is_unjudged_only_while_the_output_up_to_it_holds() -> None:
+    from dataclasses import replace
+
+    from cutcheck.reference.checks.oracle import ExactlyOnce
+
+    ran = simulate(Scenario.from_json(EXAMPLE))
+    stop = [{"invariant": "LIVENESS", "detail": "the job did not finish within 90 steps", "step": "90"}]
+    clean = replace(ran, violations=stop, complete=False, exactly_once=ExactlyOnce(ok=True, pending=5, prefix=True))
+    assert judge(clean).outcome is Outcome.UNJUDGED
+    duplicated = replace(clean, exactly_once=ExactlyOnce(ok=False, duplicated=2, prefix=True))
+    verdict = judge(duplicated)  # a duplicate is wrong in any prefix: a finding, not an unjudged stop
+    assert verdict.outcome is Outcome.VIOLATED and [f["invariant"] for f in verdict.findings] == ["LIVENESS", "EXACTLY_ONCE"]
+    eo = verdict.check(Check.EXACTLY_ONCE)
+    assert eo is not None and eo.state is State.FAILED and "prefix" in eo.note
