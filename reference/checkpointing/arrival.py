@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
@@ -25,6 +26,36 @@ if TYPE_CHECKING:
     from cutcheck.reference.core.doors import TaskRun
 
 
+def can_transmit(sp: OutputSubpartition) -> bool:
+    """Whether the head of ``sp`` may cross now: a priority barrier always (unless the receiving gate
+    still recovers), anything else unless the sender is blocked, a data buffer only with a credit."""
+    head = sp.queue[0]
+    ch = sp.channel
+    if ch.gate.recovering():
+        return False
+    if isinstance(head, Barrier) and head.priority:
+        return True
+    if sp.blocked:
+        return False
+    if isinstance(head, Buf):
+        return bool(ch.gate.can_receive(ch))
+    return True
+
+
+def transmit_budget(engine: TaskRun, sp: OutputSubpartition, budget: int) -> None:
+    """Per-record network cost (schedule.records_per_action): one action sends queued buffers,
+    each with its credit, while their records fit in ``budget`` (always at least one item)."""
+    while True:
+        head = sp.queue[0]
+        deliver_head(engine, sp)
+        if not isinstance(head, Buf):
+            return  # an event is one action of its own
+        budget -= len(head.recs)
+        nxt = sp.queue[0] if sp.queue else None
+        if not isinstance(nxt, Buf) or len(nxt.recs) > budget or not can_transmit(sp):
+            return
+
+
 def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
     head = sp.queue.popleft()
     ch = sp.channel
@@ -33,8 +64,8 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
         ch.queue.append(head)
         sp.transmitted += len(head.recs)
         sp.partition.in_use -= 1
-        if sp.trace is not None:
-            sp.trace.append(("transmit", len(head.recs)))
+        if sp.events is not None:
+            sp.events.publish(("transmit", len(head.recs)))
         if ch.persisting is not None:
             snap = ch.task.snapshots.get(ch.persisting)
             if snap is not None:
@@ -45,28 +76,28 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
             ch.task.pending_priority += 1
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
             engine.rules.stop_persisting_at(ch, head.cp)
-            if sp.trace is not None:
-                sp.trace.append(("priority_arrival", head.cp))
+            if sp.events is not None:
+                sp.events.publish(("priority_arrival", head.cp))
         else:
             ch.queue.append(head)
-            if head.options != "at_least_once":
+            if head.options != BarrierOption.AT_LEAST_ONCE:
                 sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
             engine.rules.stop_persisting_at(ch, head.cp)
-            if sp.trace is not None:
-                sp.trace.append(("transmit_barrier", head.cp))
-            if head.options == "timeoutable":
+            if sp.events is not None:
+                sp.events.publish(("transmit_barrier", head.cp))
+            if head.options == BarrierOption.TIMEOUTABLE:
                 snap = sp.task.snapshots.get(head.cp)
                 if snap is not None:
                     snap.outputs_pending -= 1
-                    engine.maybe_acknowledge(sp.task, snap)
+                    engine.checkpoints.maybe_acknowledge(sp.task, snap)
     elif isinstance(head, EndOfChannelState):
         ch.queue.append(head)
         sp.blocked = True
     elif isinstance(head, EndOfPartition):
         ch.queue.append(head)
         ch.eop_arrived = True
-        if sp.trace is not None:
-            sp.trace.close()  # end of partition is outside the channel protocol: recording stops
+        if sp.events is not None:
+            sp.events.close()  # end of partition is outside the channel protocol: recording stops
         # An end of partition is the last thing on its channel: for an unaligned checkpoint
         # that is collecting barriers, everything queued ahead of it is pre-barrier (already
         # persisted) and the channel is done, as if its barrier had arrived.

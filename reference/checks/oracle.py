@@ -16,7 +16,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.runtime.records import Expectations, filter_keeps
+from cutcheck.model.kinds import VertexKind
+from cutcheck.reference.runtime.records import Expectations, Record, filter_keeps
 
 
 @dataclass(slots=True)
@@ -52,11 +53,11 @@ class Oracle:
         # a broadcast makes then depend on when each record crossed the edge, not on the graph alone.
         self.copies_override: Any = None
         for v in graph.vertices:
-            if v.kind == "sink":
+            if v.kind is VertexKind.SINK:
                 counter = expect.count_groups.get(v.id)
                 self.labels[v.id] = (f"{counter}/{v.id}" if counter else None, v.id if v.id in expect.ordered_sinks else None)
 
-    def on_commit(self, rows: list[tuple], txn: str, sink_subtask: str, checkpoint: int, attempt: int, seq: int) -> None:
+    def on_commit(self, rows: list[Record], txn: str, sink_subtask: str, checkpoint: int, attempt: int, seq: int) -> None:
         sink = sink_subtask.rpartition("[")[0]
         counter, lane = self.labels[sink]
         counts, n = self.counts, len(self.counts)

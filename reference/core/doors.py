@@ -34,11 +34,8 @@ class RunContext(Protocol):
 
 
 class TraceRun(RunContext, Protocol):
-    """The trace recorder (checks.tracing) and the shuffle service that gives channels their traces."""
+    """The trace recorder (checks.tracing): which edges may carry unaligned barriers."""
 
-    tracing: bool
-    traces: dict[tuple[int, int, int], Any]
-    trace_suspended: bool
     edge_unaligned: dict[int, bool]
 
 
@@ -61,44 +58,63 @@ class TaskRun(RunContext, Protocol):
     tasks: dict[Any, Any]
     subpartitions: list[Any]
     coordinator: Any  # checkpointing.coordinator.Coordinator
+    checkpoints: Any  # checkpointing.controller.CheckpointController
+    bus: Any  # events.stream.EventBus
     store: Any  # runtime.sinks.TransactionStore
     vertex_index: dict[str, int]
     layouts: Any
     order_edges: dict[str, frozenset[int]]
     debloat: Any
-    coverage: Any  # core.coverage.Coverage
-    alignment_steps: dict[int, int]
-    inflight_at_trigger: dict[int, int]
-    aligned_processed: dict[int, int]
-    buffer_size_at_trigger: dict[int, int]
+    edge_unaligned: dict[int, bool]
 
-    def new_barrier_handler(self) -> BarrierHandler: ...
-
-    def snapshot_task(self, task: Any, b: Any, *, unaligned: bool, received: set[int], first: Any,
-                      direct: bool = False) -> Any: ...
-
-    def maybe_acknowledge(self, task: Any, snap: Any) -> None: ...
-
-    def timed_out(self, cp: int) -> bool: ...
-
-    def check_cut(self, done: Any) -> None: ...
-
-    def on_complete(self, done: Any, subsumed: list[int]) -> None: ...
-
-    def on_abort(self, cp: int) -> None: ...
+    def channel_events(self, key: tuple[int, int, int], gate: int) -> Any: ...
 
 
-class RecoveryRun(TaskRun, TraceRun, Protocol):
-    """Recovery rebuilds the run: it also sees the checkpoint storage, the pending notifications, the
-    trigger timer, the restart count and restore reports, the expectations and the oracle."""
+class CoordinatorRun(RunContext, Protocol):
+    """The checkpoint coordinator: the tasks a checkpoint waits for."""
+
+    tasks: dict[Any, Any]
+
+
+class CheckpointListener(Protocol):
+    """What the coordinator tells the run: a checkpoint about to be stored, completed, aborted."""
+
+    def completing(self, done: Any) -> None: ...
+
+    def completed(self, done: Any, subsumed: list[int]) -> None: ...
+
+    def aborted(self, cp: int, kind: str, reason: str, cause: str) -> None: ...
+
+
+class ControllerRun(TaskRun, Protocol):
+    """The checkpoint controller: the pending completion notifications and the in-flight data."""
+
+    notifications: list[tuple[Any, int]]
+
+    def inflight_bytes(self) -> int: ...
+
+
+class CheckedRun(RunContext, Protocol):
+    """The run-time checks (checks.run_checks): the tasks and the checkpoint storage they judge."""
+
+    tasks: dict[Any, Any]
+    storage: Any
+    edge_unaligned: dict[int, bool]
+
+
+class RecoveryRun(TaskRun, Protocol):
+    """Recovery rebuilds the run: it also sees the checkpoint storage, the restore reports, the
+    expectations and the oracle, and asks the engine to start an attempt and to rebuild its tasks."""
 
     storage: Any  # storage.memory.CheckpointStorage
     notifications: list[tuple[Any, int]]
-    next_trigger: int
-    restarts: int
     restore_reports: list[dict[str, Any]]
-    trace_archive: list[dict[tuple[int, int, int], Any]]
     expect: Any
     oracle: Any
+    broadcast_fanout: Any  # recovery.fanout.BroadcastFanout
 
-    def _build(self, restored: Any, new_parallelism: dict[str, int] | None = None) -> None: ...
+    def start_attempt(self, region: frozenset[Any] | None) -> None: ...
+
+    def rebuild(self, restored: Any, new_parallelism: dict[str, int] | None) -> None: ...
+
+    def redeploy(self, region: frozenset[Any]) -> None: ...

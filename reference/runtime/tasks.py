@@ -12,19 +12,19 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import BarrierOption, VertexKind
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
     Buf,
     EndOfChannelState,
-    EndOfPartition,
     InputChannel,
     InputGate,
     OutputSubpartition,
     ResultPartition,
 )
 from cutcheck.reference.runtime.operator_kinds import make_operator
-from cutcheck.reference.runtime.records import KEY
+from cutcheck.reference.runtime.records import KEY, Record
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.doors import BarrierHandler, TaskRun
@@ -54,13 +54,14 @@ class Task:
         self.engine = engine
         self.sid = sid
         self.vertex = engine.graph.vertex(sid.vertex)
-        self.is_source = self.vertex.kind == "source"
+        self.is_source = self.vertex.kind is VertexKind.SOURCE
+        self.is_sink = self.vertex.kind is VertexKind.SINK
         self.parallelism = parallelism
         self.max_parallelism = max_parallelism
         self.gates: list[InputGate] = []
         self.channels: list[InputChannel] = []
         self.partitions: list[ResultPartition] = []
-        self.handler: BarrierHandler = engine.new_barrier_handler()  # checkpointing.barriers, through the run
+        self.handler: BarrierHandler = engine.checkpoints.new_barrier_handler()  # checkpointing.barriers, through the run
         self.finished = False  # no more input (or, for a source, no more records); EndOfPartition sent
         self.last_cp = 0
         self.snapshots: dict[int, TaskSnapshot] = {}
@@ -88,7 +89,7 @@ class Task:
         self.out_blocked = False
         return True
 
-    def emit(self, rec: tuple) -> None:
+    def emit(self, rec: Record) -> None:
         """Write one record to every result partition (the general case: several partitions or a
         broadcast one; a task with one plain partition emits through ``bind_emit``'s closure)."""
         for p in self.partitions:
@@ -116,7 +117,7 @@ class Task:
         p, task = parts[0], self
         sps, routes, select, rb, finish = p.subpartitions, p.key_routes, p.selector.select, p.record_bytes, self.finish_buffer
 
-        def emit(rec: tuple) -> None:
+        def emit(rec: Record) -> None:
             if routes is None:
                 sp = sps[select(rec[KEY])]
             else:
@@ -137,7 +138,7 @@ class Task:
 
         self.emit = emit  # type: ignore[method-assign]
 
-    def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: tuple) -> None:
+    def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: Record) -> None:
         cur = sp.current
         if cur is None:
             cur = sp.current = []
@@ -155,8 +156,8 @@ class Task:
         if not cur:
             return
         sp.queue.append(Buf(cur, sp.emitted))
-        if sp.trace is not None:
-            sp.trace.append(("emit", len(cur)))
+        if sp.events is not None:
+            sp.events.publish(("emit", len(cur)))
         sp.emitted += len(cur)
         sp.current = None
 
@@ -187,8 +188,8 @@ class Task:
             self._process_buffer(ch, q, head, live, limit)
         elif isinstance(head, Barrier):
             q.popleft()
-            if ch.sender is not None and ch.sender.trace is not None:
-                ch.sender.trace.append(("barrier_processed", head.cp))
+            if ch.sender is not None and ch.sender.events is not None:
+                ch.sender.events.publish(("barrier_processed", head.cp))
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
             self.note_first_barrier(head.cp)
             self.handler = self.handler.barrier_received(self, ch, head)
@@ -201,6 +202,27 @@ class Task:
             q.popleft()
             self._channel_ended(ch)
 
+    def process_budget(self, ch: InputChannel, budget: int | None) -> None:
+        """One processing action on ``ch``: its head, or with a per-record cost (``budget`` records per
+        action) up to ``budget`` records across buffers, stopping at an event or a full output, so
+        small buffers do not slow a consumer."""
+        if budget is None:
+            self.process(ch)
+            return
+        first = True
+        while budget > 0:
+            q = ch.recovered or ch.queue
+            if not first and (not q or not isinstance(q[0], Buf) or not self.readable(ch)):
+                return
+            is_buf = isinstance(q[0], Buf)
+            before = ch.processed
+            self.process(ch, budget)
+            done = ch.processed - before
+            if not is_buf or done == 0:
+                return  # an event is one action of its own
+            budget -= done
+            first = False
+
     def _process_buffer(self, ch: InputChannel, q: Any, buf: Buf, live: bool, limit: int | None = None) -> None:
         recs, i = buf.recs, ch.head_pos
         n = len(recs)
@@ -211,8 +233,8 @@ class Task:
         if not self.out_blocked:
             i = self.op.apply_many(recs, i, stop, ch)
         ch.processed += i - start
-        if ch.sender is not None and ch.sender.trace is not None and i > start:
-            ch.sender.trace.append(("process", i - start))
+        if ch.sender is not None and ch.sender.events is not None and i > start:
+            ch.sender.events.publish(("process", i - start))
         if i >= n:
             q.popleft()
             ch.head_pos = 0
@@ -243,7 +265,7 @@ class Task:
                 if cp > self.last_cp and cp not in self.snapshots:
                     self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
                     b = Barrier(cp, pending.kind, pending.options, pending.trigger_step)
-                    self.engine.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
+                    self.engine.checkpoints.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
         for p in self.partitions:
             for sp in p.subpartitions:
                 sp.queue.append(END_OF_PARTITION)
@@ -273,7 +295,7 @@ class Task:
     # ------------------------------------------------------------------ effects used by the barrier handler
     def timed_out(self, b: Barrier) -> bool:
         t = self.engine.scenario.checkpoint.timeout
-        return b.options == "timeoutable" and t is not None and self.engine.step - b.trigger_step > t
+        return b.options == BarrierOption.TIMEOUTABLE and t is not None and self.engine.step - b.trigger_step > t
 
     def queued_barrier(self, cp: int) -> Barrier | None:
         for ch in self.channels:
@@ -296,9 +318,16 @@ class Task:
                 "LIVENESS", f"{self.sid} collects the barriers of checkpoint {self.handler.cp} but waits only on "
                             f"channels that have ended ({', '.join(str(ch.index_in_task) for ch in waiting)})")
 
+    def eop_counts_as_barrier(self) -> bool:
+        return self.engine.rules.end_of_partition_counts_as_barrier()
+
+    def dispatched(self, state: str, event: str) -> None:
+        """The barrier handler in ``state`` handled ``event`` (published for coverage)."""
+        self.engine.checkpoints.handler_dispatched(state, event)
+
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
-        eop_counts = self.engine.rules.end_of_partition_counts_as_barrier()
+        eop_counts = self.eop_counts_as_barrier()
         return all(ch.index_in_task in received or (ch.ended and eop_counts) for ch in self.channels)
 
     def block(self, ch: InputChannel) -> None:
@@ -339,28 +368,23 @@ class Task:
                 if isinstance(item, Barrier) and item.cp == cp:
                     ch.queue.remove(item)
                     ch.barrier_arrived, ch.barrier_cut = cp, item.cut
-                    if ch.sender is not None and ch.sender.trace is not None:
-                        ch.sender.trace.append(("timeout_switch", cp))
+                    if ch.sender is not None and ch.sender.events is not None:
+                        ch.sender.events.publish(("timeout_switch", cp))
                     taken.add(ch.index_in_task)
         return taken
 
     def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
                       first: InputChannel | None = None) -> None:
-
-        self.engine.snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
+        self.engine.checkpoints.snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
 
     def input_side_done(self, cp: int) -> None:
         snap = self.snapshots.get(cp)
         if snap is not None:
             snap.input_done = True
-            self.engine.maybe_acknowledge(self, snap)
+            self.engine.checkpoints.maybe_acknowledge(self, snap)
 
     def channel_key(self, ch: InputChannel) -> ChannelKey:
         return (ch.edge, ch.producer, self.sid.index)
-
-
-def is_event(item: Any) -> bool:
-    return isinstance(item, Barrier | EndOfPartition | EndOfChannelState)
 
 
 def any_current(subpartitions: list[OutputSubpartition]) -> bool:

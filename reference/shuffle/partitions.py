@@ -127,7 +127,8 @@ def _new_partition(engine: TaskRun, task: Task, edge_key: int, chans: list[Chann
                                  max_parallelism=graph.max_parallelism(edge.target))
     part = ResultPartition(edge=edge_key, subpartitions=[], pool=net.output_pool_size(n), selector=selector,
                            broadcast=broadcast, record_bytes=net.record_bytes, need=n if broadcast else 1,
-                           key_routes={} if edge.partitioner in ("hash", "custom") else None)
+                           key_routes={} if edge.partitioner in ("hash", "custom") else None,
+                           unaligned_capable=engine.edge_unaligned[edge_key])
     for c in chans:
         sp = OutputSubpartition(index=c.subpartition, consumer=c.consumer.index, buffer_size=net.buffer_bytes)
         sp.partition, sp.task = part, task

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import Channel, SubtaskId
-from cutcheck.reference.checks.tracing import new_trace
 from cutcheck.reference.runtime.network import InputChannel, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import (
@@ -138,8 +137,6 @@ def _running_channel(running: dict[SubtaskId, Task], c: Channel) -> InputChannel
 
 def _connect(engine: RecoveryRun, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
     sp.channel, ch.sender = ch, sp
-    if engine.tracing:
-
-        sp.trace = new_trace(engine, (c.edge, c.producer.index, c.consumer.index), c.gate)
+    sp.events = engine.channel_events((c.edge, c.producer.index, c.consumer.index), c.gate)
 
 

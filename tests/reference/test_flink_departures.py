@@ -159,7 +159,7 @@ def _coordinator_only(max_concurrent: int = 2, src_parallelism: int = 1) -> Engi
     raw = scenario(_chain(src_parallelism), mode="aligned")
     raw["checkpoint"]["max_concurrent"] = max_concurrent
     engine = Engine(Scenario.from_json(raw))
-    engine.cut_checks = False  # the acknowledgements below carry no channel data
+    engine.checks.cut = False  # the acknowledgements below carry no channel data
     return engine
 
 
@@ -281,7 +281,7 @@ def test_a_checkpoint_declined_because_a_newer_barrier_arrived_does_not_fail_the
     for cp in (older, newer):
         task.handler = task.handler.barrier_received(task, task.channels[0], Barrier(cp, "checkpoint", "aligned", 0))
         assert isinstance(task.handler, CollectingBarriers) and task.handler.cp == cp
-    assert older not in engine.coordinator.pending and engine.coordinator.job_failure is None
+    assert older not in engine.coordinator.pending and engine.job_failover is None
     assert engine.coordinator.stats[-1].reason.endswith("a newer barrier arrived (subsumed)")
 
 
