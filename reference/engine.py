@@ -46,6 +46,7 @@ from cutcheck.reference.runtime.network import (
     Buf,
     InputChannel,
     OutputSubpartition,
+    QueueItem,
     inflight_records,
 )
 from cutcheck.reference.runtime.records import Expectations, order_checked_edges
@@ -218,6 +219,7 @@ class Engine:
                     append((w, self._do_produce, t))
             else:
                 avail = None
+                head: QueueItem
                 for ch in t.channels:
                     if ch.blocked:
                         continue
@@ -231,7 +233,7 @@ class Engine:
                         if not g.recovery_done and g.recovering():
                             continue
                         head = q[0]
-                    if head.__class__ is Buf:
+                    if type(head) is Buf:
                         if avail is None:
                             avail = t.output_available()
                         if not avail:
@@ -253,12 +255,11 @@ class Engine:
             if not g.recovery_done and g.recovering():
                 continue
             head = q[0]
-            cls = head.__class__
-            if cls is Barrier and head.priority:
+            if type(head) is Barrier and head.priority:
                 append((fast, transmit, sp))
             elif sp.blocked:
                 continue
-            elif cls is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
+            elif type(head) is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
                 append((fast, transmit, sp))
         for note in self.notifications:
             append((fast, self._do_notify, note))

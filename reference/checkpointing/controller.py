@@ -60,7 +60,8 @@ class CheckpointController:
             bus.publish(HandlerDispatched(state, event))
 
     def timed_out(self, cp: int) -> bool:
-        return self.run.coordinator.timed_out(cp)
+        timed_out: bool = self.run.coordinator.timed_out(cp)
+        return timed_out
 
     # ------------------------------------------------------------------ trigger
     def direct_checkpoint(self, t: Task) -> None:
@@ -90,9 +91,9 @@ class CheckpointController:
     def trigger(self, kind: str = "checkpoint") -> int:
         run = self.run
         coordinator = run.coordinator
-        cp = coordinator.trigger(kind, inflight_bytes=run.inflight_bytes(), buffer_size=current_buffer_size(run))
+        cp: int = coordinator.trigger(kind, inflight_bytes=run.inflight_bytes(), buffer_size=current_buffer_size(run))
         run.event("trigger", f"checkpoint {cp} ({kind}, {coordinator.options(cp)})")
-        b = Barrier(cp, kind, coordinator.options(cp), run.step)
+        b = Barrier(cp, CheckpointKind(kind), coordinator.options(cp), run.step)
         for t in run.tasks.values():
             # Every producer has sent us its end of partition: Flink triggers such a task directly.
             upstream_done = bool(t.channels) and all(ch.eop_arrived or ch.ended for ch in t.channels)

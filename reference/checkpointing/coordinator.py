@@ -128,15 +128,17 @@ class Coordinator:
 
     def options(self, cp: int) -> str:
         p = self.pending.get(cp)
-        return p.options if p is not None else "aligned"
+        return p.options if p is not None else BarrierOption.ALIGNED
 
     def checkpoint_options(self, kind: str) -> str:
         ck = self.engine.scenario.checkpoint
-        return self.engine.rules.checkpoint_options_for(kind, ck.mode, ck.timeout)
+        options: str = self.engine.rules.checkpoint_options_for(kind, ck.mode, ck.timeout)
+        return options
 
     def can_trigger(self) -> bool:
         ck = self.engine.scenario.checkpoint
-        return len(self.pending) < ck.max_concurrent
+        limit: int = ck.max_concurrent
+        return len(self.pending) < limit
 
     def trigger(self, kind: str = "checkpoint", *, inflight_bytes: int = 0, buffer_size: int = 0) -> int:
         """A new pending checkpoint; ``inflight_bytes`` and ``buffer_size`` are the network's at the trigger."""

@@ -161,7 +161,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
                 snap.output_state[key] = engine.rules.persisted_output(state)
                 barrier.cut = sp.transmitted
                 at = 0
-                while at < len(sp.queue) and isinstance(sp.queue[at], Barrier) and sp.queue[at].priority:
+                while at < len(sp.queue) and isinstance(ahead := sp.queue[at], Barrier) and ahead.priority:
                     at += 1
                 sp.queue.insert(at, barrier)
             else:
@@ -193,7 +193,7 @@ def convert_timed_out_barrier(task: Task, cp: int) -> None:
                     del sp.queue[at]
                     item.priority, item.cut = True, sp.transmitted
                     front = 0
-                    while front < len(sp.queue) and isinstance(sp.queue[front], Barrier) and sp.queue[front].priority:
+                    while front < len(sp.queue) and isinstance(first := sp.queue[front], Barrier) and first.priority:
                         front += 1
                     sp.queue.insert(front, item)
                     if snap is not None:

@@ -21,7 +21,7 @@ from cutcheck.model.kinds import CheckpointKind, CheckpointMode, VertexKind
 from cutcheck.model.partitioning import supports_unaligned
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RunContext
+    from cutcheck.reference.core.doors import CheckedRun, RunContext
     from cutcheck.reference.runtime.network import Buf
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
@@ -68,18 +68,21 @@ def cut_holds_ranges(pieces: list[tuple[int, int]], emitted: int) -> bool:
 
 def cut_holds_records(processed: int, input_state: list[Buf], output_state: list[Buf], emitted: int) -> bool:
     """The same check through the model's own CUT function (used by tests on small runs)."""
-    seq = lambda bufs: [b.seq0 + i for b in bufs for i in range(len(b.recs))]  # noqa: E731
-    return cut_holds(list(range(processed)), seq(input_state), seq(output_state), list(range(emitted)))
+    def seq(bufs: list[Buf]) -> list[int]:
+        return [b.seq0 + i for b in bufs for i in range(len(b.recs))]
+
+    holds: bool = cut_holds(list(range(processed)), seq(input_state), seq(output_state), list(range(emitted)))
+    return holds
 
 
-def check_completed_checkpoint(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_completed_checkpoint(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """The invariants of one completed checkpoint beyond CUT: ALIGNED_EDGE, then BROADCAST_STATE
     (channel state on a broadcast edge is the cause when broadcast copies diverge: named first)."""
     check_aligned_edges(engine, done)
     check_broadcast_state(engine, done)
 
 
-def check_broadcast_state(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_broadcast_state(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """BROADCAST_STATE: every subtask of a broadcast_state vertex snapshots the same broadcast state.
 
     Flink writes broadcast state once per subtask and a restore hands each new subtask one old
@@ -123,7 +126,7 @@ def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, b
     return {e.key: ok_target[e.target] for e in graph.edges}
 
 
-def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_aligned_edges(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """ALIGNED_EDGE: no channel state, on either side, of an edge Flink keeps aligned, nor in any
     checkpoint Flink takes aligned (every savepoint; every checkpoint of an aligned or
     at-least-once job)."""
@@ -144,7 +147,7 @@ def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
                     )
 
 
-def check_key_group_ranges(engine: RunContext) -> None:
+def check_key_group_ranges(engine: CheckedRun) -> None:
     """OWNERSHIP, for the ranges themselves: the key-group ranges of a keyed vertex's subtasks split
     ``[0, max parallelism)`` with neither gap nor overlap, and each key group's range is the subtask the
     hash partitioner routes it to (``computeOperatorIndexForKeyGroup``). Checked whenever tasks are

@@ -12,6 +12,7 @@ still be on its way); duplicates, phantoms, repeated counts and count 0 are faul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,7 +52,7 @@ class Oracle:
         self.labels: dict[str, tuple[str | None, str | None]] = {}
         # Set by reference.recovery.fanout once a restore changed a broadcast consumer's parallelism: the copies
         # a broadcast makes then depend on when each record crossed the edge, not on the graph alone.
-        self.copies_override: Any = None
+        self.copies_override: Callable[[str], tuple[int, bytes]] | None = None
         for v in graph.vertices:
             if v.kind is VertexKind.SINK:
                 counter = expect.count_groups.get(v.id)

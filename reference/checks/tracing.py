@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import CheckpointMode
 from cutcheck.model.trace import ChannelChecker
 from cutcheck.reference.events.stream import (
     ChannelClosed,
@@ -50,7 +51,7 @@ class ChannelTrace(list[tuple[Any, ...]]):
     def close(self) -> None:
         self.closed = True
 
-    def append(self, event: tuple[Any, ...]) -> None:  # type: ignore[override]
+    def append(self, event: tuple[Any, ...]) -> None:
         if self.closed:
             return
         super().append(event)
@@ -61,9 +62,9 @@ class ChannelTrace(list[tuple[Any, ...]]):
 
 def channel_mode(engine: TraceRun, edge: int) -> str:
     """The protocol mode a channel runs: forced aligned where Flink never goes unaligned (facts §3.7)."""
-    mode = engine.scenario.checkpoint.mode
-    if mode in ("unaligned", "aligned_timeout") and not engine.edge_unaligned.get(edge, True):
-        return "aligned"
+    mode: str = engine.scenario.checkpoint.mode
+    if mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT) and not engine.edge_unaligned.get(edge, True):
+        return CheckpointMode.ALIGNED
     return mode
 
 

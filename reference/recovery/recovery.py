@@ -39,7 +39,7 @@ def global_failover(engine: RecoveryRun, target: str, failure_index: int | None)
                 keep |= {e[1] for e in snap.operator.get("pending", [])}
     engine.store.abort_all_except(keep)
     engine.start_attempt(None)
-    rescaled = bool(new_parallelism) and any(engine.parallelism.get(v) != p for v, p in new_parallelism.items())
+    rescaled = new_parallelism is not None and any(engine.parallelism.get(v) != p for v, p in new_parallelism.items())
     engine.bus.publish(Recovering(None if latest is None else latest.cp, None, rescaled, engine.step))
     if latest is None:
         engine.rebuild(None, new_parallelism)
@@ -80,7 +80,7 @@ def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collecti
     install_channel_state(engine, channel_states, only)
     for task in tasks:
         if task.is_sink:
-            task.op.recover_and_commit(done.cp)  # type: ignore[attr-defined]
+            task.op.recover_and_commit(done.cp)
     return report
 
 

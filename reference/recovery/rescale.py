@@ -335,7 +335,7 @@ def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
         engine.order_edges[vid] = keep
     for task in engine.tasks.values():
         if task.op.keyed:
-            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())  # type: ignore[attr-defined]
+            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())
     return dropped
 
 

@@ -81,13 +81,15 @@ class EndOfChannelState:
 
 END_OF_CHANNEL_STATE = EndOfChannelState()
 
+QueueItem = Buf | Barrier | EndOfPartition | EndOfChannelState  # what a channel carries
+
 
 @dataclass(slots=True)
 class OutputSubpartition:
     """The sender end of one channel."""
 
     index: int
-    queue: deque[Buf | Barrier | EndOfPartition | EndOfChannelState] = field(default_factory=deque)  # priority events first
+    queue: deque[QueueItem] = field(default_factory=deque)  # priority events first
     current: list[Record] | None = None  # buffer being filled
     emitted: int = 0  # records finished into buffers (sequence numbers handed out)
     transmitted: int = 0  # records handed to the receiver
@@ -131,7 +133,7 @@ class InputChannel:
     index: int  # within the gate
     edge: int
     producer: int  # producer subtask index
-    queue: deque[Buf | Barrier | EndOfPartition | EndOfChannelState] = field(default_factory=deque)
+    queue: deque[QueueItem] = field(default_factory=deque)
     head_pos: int = 0  # records of the head buffer already processed (deserializer progress)
     nbuf: int = 0  # data buffers held (credit accounting)
     processed: int = 0  # records processed (sequence number of the next record)

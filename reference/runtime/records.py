@@ -142,7 +142,9 @@ class Expectations:
                 # Every route into this sink carries counts of the same keyed vertex, one copy each.
                 by_source = [len(rs) for (s, k), rs in rts.items() if k == sink]
                 if all(n == 1 for n in by_source):
-                    count_groups[sink] = next(iter(counters))  # type: ignore[arg-type]
+                    counter = next(iter(counters))
+                    if counter is not None:
+                        count_groups[sink] = counter
             if per_sink and all(r.ordered and r.fanout == 1 for r in per_sink) and all(
                 len(rs) == 1 for (s, k), rs in rts.items() if k == sink
             ):

@@ -309,17 +309,18 @@ class Task:
         collects a checkpoint's barriers never waits only on channels that have ended, which can
         deliver no barrier any more (their end of partition stands in for it, FLIP-147); an aligned
         task there would hold its other channels blocked until the checkpoint expired."""
-        received = getattr(self.handler, "received", None)
+        received: set[int] | None = getattr(self.handler, "received", None)
         if received is None:
             return
         waiting = [ch for ch in self.channels if ch.index_in_task not in received]
         if waiting and all(ch.ended for ch in waiting):
             raise InvariantViolation(
-                "LIVENESS", f"{self.sid} collects the barriers of checkpoint {self.handler.cp} but waits only on "
+                "LIVENESS", f"{self.sid} collects the barriers of checkpoint {getattr(self.handler, 'cp', '?')} but waits only on "
                             f"channels that have ended ({', '.join(str(ch.index_in_task) for ch in waiting)})")
 
     def eop_counts_as_barrier(self) -> bool:
-        return self.engine.rules.end_of_partition_counts_as_barrier()
+        counts: bool = self.engine.rules.end_of_partition_counts_as_barrier()
+        return counts
 
     def dispatched(self, state: str, event: str) -> None:
         """The barrier handler in ``state`` handled ``event`` (published for coverage)."""

@@ -51,6 +51,7 @@ from cutcheck.reference.runtime.tasks import Task
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.records import Record
 
 EXCHANGES = ("pipelined", "blocking")
 
@@ -316,7 +317,7 @@ class BlockingReader:
             vals = array("q")
             vals.frombytes(f.read(8 * _FIELDS * n))
             self.offset += 8 * _FIELDS * n
-        recs = [tuple(vals[i:i + _FIELDS]) for i in range(0, len(vals), _FIELDS)]
+        recs: list[Record] = [tuple(vals[i:i + _FIELDS]) for i in range(0, len(vals), _FIELDS)]  # type: ignore[misc]
         ch.gate.take_buffer(ch)
         ch.queue.append(Buf(recs, seq0))
 

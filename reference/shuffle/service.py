@@ -105,9 +105,9 @@ class ShuffleService:
                     dep.writers.append(env.writers[pid])  # type: ignore[union-attr]
                     continue
                 for c, sp in zip(chans, part.subpartitions, strict=True):
-                    ch = receivers.get(c) or _running_channel(running, c)
-                    if ch is not None:
-                        _connect(engine, sp, ch, c)
+                    receiver = receivers.get(c) or _running_channel(running, c)
+                    if receiver is not None:
+                        _connect(engine, sp, receiver, c)
                     dep.subpartitions.append(sp)
         for c, ch in receivers.items():
             exchange = graph.edge(c.edge).exchange

@@ -15,10 +15,10 @@ from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun, TaskRun
+    from cutcheck.reference.core.doors import RecoveryRun
 
 
-def build_runtime(engine: TaskRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
+def build_runtime(engine: RecoveryRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle.service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
 
