@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.kinds import BarrierOption, CheckpointKind, CheckpointMode
@@ -13,9 +13,9 @@ from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Iterable
+    from collections.abc import Callable, Iterable, Sequence
 
-    from cutcheck.reference.core.doors import CheckpointListener, CoordinatorRun
+    from cutcheck.reference.core.doors import CheckpointListener, CoordinatorRun, TimedEvent
     from cutcheck.reference.runtime.tasks import Task
 
 
@@ -66,7 +66,7 @@ class SavepointSchedule:
     ``delay`` steps after a checkpoint completed. A savepoint is a forced request, which
     CheckpointRequestDecider runs even when max-concurrent-checkpoints are pending."""
 
-    def __init__(self, triggers: tuple[Any, ...]):  # reference.scenario.SavepointTrigger
+    def __init__(self, triggers: Sequence[TimedEvent]):
         self.triggers = triggers
         self.due: dict[int, int] = {i: t.at_step for i, t in enumerate(triggers) if t.at_step is not None}
         self.fired: set[int] = set()

@@ -6,17 +6,112 @@ signature how much of the run a function may touch. The doors nest: every room s
 the run-time and checkpointing rooms also see the tasks and the coordinator; recovery, which rebuilds
 the run, sees the most.
 
-Types of other rooms appear as ``Any``: this module imports nothing of the engine (it is the leaf
-room), only the model's rules.
+This module imports nothing of the engine (it is the leaf room), only the model: what a room reads of
+the scenario is stated here as read-only ``ScenarioView`` protocols; run-time objects of other rooms
+(tasks, the coordinator, the storage) still appear as ``Any`` where the rooms that hold their types
+sit above this one.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, Protocol
 
-from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.inflight import NetworkConfig
 from cutcheck.reference.core.seams import Rules
+
+
+class CheckpointSection(Protocol):
+    """The scenario's ``checkpoint`` section (reference.scenario.CheckpointConfig)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def interval(self) -> int: ...
+    @property
+    def timeout(self) -> int | None: ...
+    @property
+    def max_concurrent(self) -> int: ...
+    @property
+    def retained(self) -> int: ...
+    @property
+    def incremental(self) -> bool: ...
+    @property
+    def checkpoint_timeout(self) -> int: ...
+    @property
+    def tolerable_failed(self) -> int: ...
+
+
+class ScheduleSection(Protocol):
+    @property
+    def records_per_action(self) -> int | None: ...
+    @property
+    def slowdown(self) -> int: ...
+
+
+class TimedEvent(Protocol):
+    """A scheduled failure or savepoint: at a step, or ``delay`` steps after a checkpoint completed."""
+
+    @property
+    def at_step(self) -> int | None: ...
+    @property
+    def after_checkpoint(self) -> int | None: ...
+    @property
+    def delay(self) -> int: ...
+
+
+class FailureEntry(TimedEvent, Protocol):
+    @property
+    def target(self) -> str: ...
+
+
+class RescaleEntry(Protocol):
+    @property
+    def on_failure(self) -> int: ...
+    @property
+    def parallelism(self) -> dict[str, int]: ...
+
+
+class ScenarioView(Protocol):
+    """What the rooms read of a scenario (reference.scenario.Scenario)."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def workers(self) -> int | None: ...
+    @property
+    def checkpoint(self) -> CheckpointSection: ...
+    @property
+    def network(self) -> NetworkConfig: ...
+    @property
+    def schedule(self) -> ScheduleSection: ...
+    @property
+    def failures(self) -> Sequence[FailureEntry]: ...
+    @property
+    def rescales(self) -> Sequence[RescaleEntry]: ...
+    @property
+    def savepoints(self) -> Sequence[TimedEvent]: ...
+    @property
+    def extra(self) -> Mapping[str, object]: ...
+
+
+class Publisher(Protocol):
+    """The run's event bus as the rooms see it (reference.events.stream.EventBus): publish, and ask
+    whether anyone listens before building an event on a hot path."""
+
+    def publish(self, event: object) -> None: ...
+
+    def wants(self, kind: type[Any]) -> bool: ...
+
+
+class ChannelEvents(Protocol):
+    """Where a channel's protocol events go when the run records them (the run's event bus)."""
+
+    def publish(self, event: tuple[Any, ...]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RunContext(Protocol):
@@ -24,11 +119,13 @@ class RunContext(Protocol):
 
     step: int
     attempt: int
-    scenario: Any  # reference.scenario.Scenario
     graph: JobGraph
     exec_graph: ExecutionGraph
     parallelism: dict[str, int]
     rules: Rules
+
+    @property
+    def scenario(self) -> ScenarioView: ...
 
     def event(self, kind: str, detail: str = "") -> None: ...
 
@@ -55,11 +152,10 @@ class TaskRun(RunContext, Protocol):
     """The run-time and checkpointing rooms: tasks, channels, the coordinator, the acknowledger, the
     transaction store of the sinks, and the snapshot step a barrier handler triggers."""
 
-    tasks: dict[Any, Any]
+    tasks: dict[SubtaskId, Any]
     subpartitions: list[Any]
     coordinator: Any  # checkpointing.coordinator.Coordinator
     checkpoints: Any  # checkpointing.controller.CheckpointController
-    bus: Any  # events.stream.EventBus
     store: Any  # runtime.sinks.TransactionStore
     vertex_index: dict[str, int]
     layouts: Any
@@ -67,13 +163,16 @@ class TaskRun(RunContext, Protocol):
     debloat: Any
     edge_unaligned: dict[int, bool]
 
-    def channel_events(self, key: tuple[int, int, int], gate: int) -> Any: ...
+    @property
+    def bus(self) -> Publisher: ...
+
+    def channel_events(self, key: tuple[int, int, int], gate: int) -> ChannelEvents | None: ...
 
 
 class CoordinatorRun(RunContext, Protocol):
     """The checkpoint coordinator: the tasks a checkpoint waits for."""
 
-    tasks: dict[Any, Any]
+    tasks: dict[SubtaskId, Any]
 
 
 class CheckpointListener(Protocol):
@@ -97,7 +196,7 @@ class ControllerRun(TaskRun, Protocol):
 class CheckedRun(RunContext, Protocol):
     """The run-time checks (checks.run_checks): the tasks and the checkpoint storage they judge."""
 
-    tasks: dict[Any, Any]
+    tasks: dict[SubtaskId, Any]
     storage: Any
     edge_unaligned: dict[int, bool]
 
@@ -113,8 +212,8 @@ class RecoveryRun(TaskRun, Protocol):
     oracle: Any
     broadcast_fanout: Any  # recovery.fanout.BroadcastFanout
 
-    def start_attempt(self, region: frozenset[Any] | None) -> None: ...
+    def start_attempt(self, region: frozenset[SubtaskId] | None) -> None: ...
 
     def rebuild(self, restored: Any, new_parallelism: dict[str, int] | None) -> None: ...
 
-    def redeploy(self, region: frozenset[Any]) -> None: ...
+    def redeploy(self, region: frozenset[SubtaskId]) -> None: ...

@@ -228,7 +228,7 @@ class EventBus:
 
 
 class ChannelPublisher:
-    """One channel's protocol events, published on the run's bus (``runtime.network.ChannelEvents``)."""
+    """One channel's protocol events, published on the run's bus (``core.doors.ChannelEvents``)."""
 
     __slots__ = ("bus", "key")
 

@@ -15,20 +15,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
 
 if TYPE_CHECKING:
+    from cutcheck.reference.core.doors import ChannelEvents
     from cutcheck.reference.runtime.records import Record
-
-
-class ChannelEvents(Protocol):
-    """Where a channel's protocol events go when the run records them (the run's event bus)."""
-
-    def publish(self, event: tuple[Any, ...]) -> None: ...
-
-    def close(self) -> None: ...
 
 
 class Buf:
