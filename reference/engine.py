@@ -34,6 +34,7 @@ from cutcheck.reference.events.stream import (
     StepTaken,
     StoragePublisher,
     TasksDeployed,
+    publishing_commits,
 )
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.recovery.fanout import BroadcastFanout
@@ -84,7 +85,7 @@ class Engine:
         self.order_edges = order_checked_edges(self.graph)
         self.logs = log_sink
         self.oracle = Oracle(self.expect, self.graph, self.logs)
-        self.store = TransactionStore(self.oracle.on_commit)
+        self.store = TransactionStore(publishing_commits(self.bus, self.oracle.on_commit))
         self.storage = storage or InMemoryStorage(self.rules)
         self.checkpoints = CheckpointController(self)
         self.job_failover: str | None = None  # asked for by the coordinator, done at the next timer

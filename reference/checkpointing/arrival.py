@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from cutcheck.model.kinds import BarrierOption
+from cutcheck.model.kinds import BarrierOption, CheckpointKind
 from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
@@ -23,7 +23,7 @@ from cutcheck.reference.runtime.network import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
 
 
 def can_transmit(sp: OutputSubpartition) -> bool:
@@ -109,7 +109,7 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
             # task whose predecessors all finished, which Flink triggers directly (FLIP-147).
             for cp, p in sorted(engine.coordinator.pending.items()):
                 if cp > t.last_cp and cp not in t.snapshots and all(b.cp != cp for b in t.direct_triggers):
-                    t.direct_triggers.append(Barrier(cp, p.kind, p.options, p.trigger_step))
+                    t.direct_triggers.append(Barrier(cp, CheckpointKind(p.kind), BarrierOption(p.options), p.trigger_step))
 
 
 @seam

@@ -10,24 +10,40 @@ and ``CheckpointAborted`` on the run's bus, where the checks subscribe.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
 from cutcheck.reference.checkpointing.barriers import HandlerState, WaitingForFirstBarrier
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
 from cutcheck.reference.events.stream import (
+    AlignmentStarted,
+    BarrierReceived,
     CheckpointAborted,
     CheckpointCompleted,
     CheckpointCompleting,
+    CheckpointTriggered,
     HandlerDispatched,
 )
 from cutcheck.reference.runtime.debloat import current_buffer_size
+from cutcheck.reference.runtime.doors import TaskRun
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 from cutcheck.reference.runtime.tasks import Task, TaskSnapshot
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import ControllerRun
+    from cutcheck.reference.checkpointing.coordinator import Coordinator
+
+
+class ControllerRun(TaskRun, Protocol):
+    """The run as its checkpoint controller sees it: the coordinator whole, the pending completion
+    notifications and the in-flight data at a trigger."""
+
+    notifications: list[tuple[Task, int]]
+
+    @property
+    def coordinator(self) -> Coordinator: ...
+
+    def inflight_bytes(self) -> int: ...
 
 
 class CheckpointController:
@@ -58,6 +74,15 @@ class CheckpointController:
         bus = self.run.bus
         if bus.wants(HandlerDispatched):
             bus.publish(HandlerDispatched(state, event))
+
+    def barrier_taken(self, task: Task, ch: InputChannel, b: Barrier, first: bool) -> None:
+        """A task took a barrier from ``ch``; the first of a checkpoint it has not snapshotted yet starts
+        its alignment (a barrier after the snapshot, of an unaligned checkpoint, starts nothing)."""
+        bus = self.run.bus
+        if first and b.cp > task.last_cp and bus.wants(AlignmentStarted):
+            bus.publish(AlignmentStarted(task.sid, b.cp, self.run.step))
+        if bus.wants(BarrierReceived):
+            bus.publish(BarrierReceived(task.sid, task.channel_key(ch), b.cp, b.priority, self.run.step))
 
     def timed_out(self, cp: int) -> bool:
         timed_out: bool = self.run.coordinator.timed_out(cp)
@@ -93,7 +118,9 @@ class CheckpointController:
         coordinator = run.coordinator
         cp: int = coordinator.trigger(kind, inflight_bytes=run.inflight_bytes(), buffer_size=current_buffer_size(run))
         run.event("trigger", f"checkpoint {cp} ({kind}, {coordinator.options(cp)})")
-        b = Barrier(cp, CheckpointKind(kind), coordinator.options(cp), run.step)
+        if run.bus.wants(CheckpointTriggered):
+            run.bus.publish(CheckpointTriggered(cp, kind, coordinator.options(cp), run.step))
+        b = Barrier(cp, CheckpointKind(kind), BarrierOption(coordinator.options(cp)), run.step)
         for t in run.tasks.values():
             # Every producer has sent us its end of partition: Flink triggers such a task directly.
             upstream_done = bool(t.channels) and all(ch.eop_arrived or ch.ended for ch in t.channels)

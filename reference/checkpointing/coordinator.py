@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.kinds import BarrierOption, CheckpointKind, CheckpointMode
 from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
+from cutcheck.reference.core.doors import RunContext
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
@@ -15,8 +16,24 @@ from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckp
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Sequence
 
-    from cutcheck.reference.core.doors import CheckpointListener, CoordinatorRun, TimedEvent
+    from cutcheck.reference.core.doors import TimedEvent
     from cutcheck.reference.runtime.tasks import Task
+
+
+class CoordinatorRun(RunContext, Protocol):
+    """The run as the coordinator sees it: the tasks a checkpoint waits for."""
+
+    tasks: dict[SubtaskId, Task]
+
+
+class CheckpointListener(Protocol):
+    """What the coordinator tells the run: a checkpoint about to be stored, completed, aborted."""
+
+    def completing(self, done: CompletedCheckpoint) -> None: ...
+
+    def completed(self, done: CompletedCheckpoint, subsumed: list[int]) -> None: ...
+
+    def aborted(self, cp: int, kind: str, reason: str, cause: str) -> None: ...
 
 
 @seam

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.events.stream import SnapshotTaken
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 
@@ -110,6 +111,8 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     before = task.processed_at_first_barrier.pop(cp, None)
     processed = 0 if before is None else sum(ch.processed for ch in task.channels) - before
     engine.coordinator.note_alignment(cp, engine.step - first_step, processed)
+    if engine.bus.wants(SnapshotTaken):
+        engine.bus.publish(SnapshotTaken(task.sid, cp, unaligned, direct, engine.step - first_step, processed, engine.step))
     for ch in task.channels:
         key = task.channel_key(ch)
         snap.processed[key] = ch.processed

@@ -10,7 +10,7 @@ the judgement of restores in reference.checks.restore_judgement.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
@@ -19,12 +19,22 @@ from cutcheck.model.invariants import cut_holds
 from cutcheck.model.keygroups import operator_index
 from cutcheck.model.kinds import CheckpointKind, CheckpointMode, VertexKind
 from cutcheck.model.partitioning import supports_unaligned
+from cutcheck.reference.core.doors import RunContext
+from cutcheck.reference.runtime.operators import KeyedOperator
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import CheckedRun, RunContext
     from cutcheck.reference.runtime.network import Buf
-    from cutcheck.reference.storage.memory import CompletedCheckpoint
+    from cutcheck.reference.runtime.tasks import Task
+    from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
 
+
+
+class CheckedRun(RunContext, Protocol):
+    """The run as its checks see it (checks.run_checks): the tasks and the checkpoint storage they judge."""
+
+    tasks: dict[SubtaskId, Task]
+    storage: CheckpointStorage
+    edge_unaligned: dict[int, bool]
 
 def _ranges(bufs: list[Buf]) -> list[tuple[int, int]]:
     return [(b.seq0, b.seq0 + len(b.recs)) for b in bufs]
@@ -155,7 +165,7 @@ def check_key_group_ranges(engine: CheckedRun) -> None:
     seen: dict[str, dict[int, int]] = {}
     for task in engine.tasks.values():
         op = task.op
-        if not getattr(op, "keyed", False):
+        if not isinstance(op, KeyedOperator):
             continue
         owners = seen.setdefault(task.sid.vertex, {})
         for kg in op.range:
@@ -165,7 +175,7 @@ def check_key_group_ranges(engine: CheckedRun) -> None:
             owners[kg] = task.sid.index
     for vertex, owners in seen.items():
         sample = next(t for t in engine.tasks.values() if t.sid.vertex == vertex)
-        max_p, p = sample.op.max_parallelism, sample.parallelism
+        max_p, p = sample.max_parallelism, sample.parallelism  # a task's is its operator's
         for kg in range(max_p):
             routed = operator_index(kg, max_p, p)
             if owners.get(kg) != routed:

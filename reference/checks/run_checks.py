@@ -29,7 +29,7 @@ from cutcheck.reference.events.stream import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import CheckedRun
+    from cutcheck.reference.checks.invariants import CheckedRun
 
 
 class RunChecks:

@@ -147,10 +147,12 @@ class Recovering:
 # ------------------------------------------------------------------------------ records and channels
 @dataclass(frozen=True, slots=True)
 class RecordsCommitted:
-    """A sink committed transaction ``txn`` holding ``records``."""
+    """Sink subtask ``sink`` committed transaction ``txn`` of ``checkpoint`` holding ``records``."""
 
     txn: str
-    records: tuple[tuple[Any, ...], ...]
+    sink: str
+    checkpoint: int
+    records: tuple[tuple[int, ...], ...]
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,3 +258,15 @@ class StoragePublisher:
 
     def closed(self) -> None:
         self.bus.publish(StorageClosed())
+
+
+def publishing_commits(bus: EventBus, on_commit: Callable[[list[Any], str, str, int, int, int], None]
+                       ) -> Callable[[list[Any], str, str, int, int, int], None]:
+    """The sinks' commit callback (``runtime.sinks.TransactionStore``), also publishing ``RecordsCommitted``."""
+
+    def committed(rows: list[Any], txn: str, sink: str, checkpoint: int, attempt: int, seq: int) -> None:
+        on_commit(rows, txn, sink, checkpoint, attempt, seq)
+        if bus.wants(RecordsCommitted):
+            bus.publish(RecordsCommitted(txn, sink, checkpoint, tuple(rows)))
+
+    return committed

@@ -23,7 +23,7 @@ from cutcheck.model.kinds import VertexKind
 from cutcheck.reference.runtime.records import RID, filter_keeps
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 Counts = list[int]  # per rid (dense over all sources): copies

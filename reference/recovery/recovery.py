@@ -18,10 +18,11 @@ from cutcheck.reference.events.stream import Recovering
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale import rescaled_assignment
 from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
+from cutcheck.reference.runtime.sinks import SinkOperator
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
 
 
 def global_failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
@@ -79,7 +80,7 @@ def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collecti
         task.last_cp = done.cp
     install_channel_state(engine, channel_states, only)
     for task in tasks:
-        if task.is_sink:
+        if isinstance(task.op, SinkOperator):
             task.op.recover_and_commit(done.cp)
     return report
 

@@ -29,7 +29,7 @@ from cutcheck.reference.recovery.recovery import global_failover, restore_state
 from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
 
 STRATEGIES = ("region", "full")
 

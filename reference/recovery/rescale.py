@@ -36,11 +36,12 @@ from cutcheck.reference.core.seams import seam
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.operators import KeyedOperator
 from cutcheck.reference.runtime.records import KEY, Record, order_checked_edges
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index), as TaskSnapshot keys
@@ -334,7 +335,7 @@ def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
         dropped += sorted(edges - keep)
         engine.order_edges[vid] = keep
     for task in engine.tasks.values():
-        if task.op.keyed:
+        if isinstance(task.op, KeyedOperator):
             task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())
     return dropped
 

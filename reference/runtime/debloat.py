@@ -25,7 +25,7 @@ from cutcheck.model.errors import InvalidArgument, ScenarioError
 from cutcheck.model.sections import Field, Section, int_fields
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
     from cutcheck.reference.runtime.network import InputGate
 
 MILLIS_IN_SECOND = 1000

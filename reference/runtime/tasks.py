@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
-from cutcheck.model.kinds import BarrierOption, VertexKind
+from cutcheck.model.kinds import BarrierOption, CheckpointKind, VertexKind
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
@@ -27,7 +27,7 @@ from cutcheck.reference.runtime.operator_kinds import make_operator
 from cutcheck.reference.runtime.records import KEY, Record
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import BarrierHandler, TaskRun
+    from cutcheck.reference.runtime.doors import BarrierHandler, TaskRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
@@ -191,7 +191,7 @@ class Task:
             if ch.sender is not None and ch.sender.events is not None:
                 ch.sender.events.publish(("barrier_processed", head.cp))
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            self.note_first_barrier(head.cp)
+            self.note_first_barrier(ch, head)
             self.handler = self.handler.barrier_received(self, ch, head)
             self.check_alignment_progress()
         elif isinstance(head, EndOfChannelState):
@@ -264,7 +264,7 @@ class Task:
             for cp, pending in sorted(self.engine.coordinator.pending.items()):
                 if cp > self.last_cp and cp not in self.snapshots:
                     self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
-                    b = Barrier(cp, pending.kind, pending.options, pending.trigger_step)
+                    b = Barrier(cp, CheckpointKind(pending.kind), BarrierOption(pending.options), pending.trigger_step)
                     self.engine.checkpoints.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
         for p in self.partitions:
             for sp in p.subpartitions:
@@ -275,10 +275,12 @@ class Task:
         """Finished and fully drained: nothing left in our output queues."""
         return self.finished and all(not sp.queue and not sp.current for p in self.partitions for sp in p.subpartitions)
 
-    def note_first_barrier(self, cp: int) -> None:
-        if cp not in self.first_barrier:
-            self.first_barrier[cp] = self.engine.step
-            self.processed_at_first_barrier[cp] = sum(ch.processed for ch in self.channels)
+    def note_first_barrier(self, ch: InputChannel, b: Barrier) -> None:
+        first = b.cp not in self.first_barrier
+        if first:
+            self.first_barrier[b.cp] = self.engine.step
+            self.processed_at_first_barrier[b.cp] = sum(c.processed for c in self.channels)
+        self.engine.checkpoints.barrier_taken(self, ch, b, first)
 
     def handle_priority(self) -> None:
         for ch in self.channels:
@@ -287,7 +289,7 @@ class Task:
                 self.pending_priority -= 1
                 if ch.ended:
                     return
-                self.note_first_barrier(b.cp)
+                self.note_first_barrier(ch, b)
                 self.handler = self.handler.barrier_received(self, ch, b)
                 self.check_alignment_progress()
                 return

@@ -50,7 +50,7 @@ from cutcheck.reference.runtime.network import (
 from cutcheck.reference.runtime.tasks import Task
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
     from cutcheck.reference.runtime.records import Record
 
 EXCHANGES = ("pipelined", "blocking")

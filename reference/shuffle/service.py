@@ -26,7 +26,7 @@ from cutcheck.reference.shuffle.partitions import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.runtime.doors import TaskRun
 
 
 @dataclass(slots=True)
@@ -40,7 +40,7 @@ class Deployment:
 class ShuffleService:
     """The job's shuffle masters (one per exchange kind) and every worker's environments."""
 
-    def __init__(self, engine: RecoveryRun, workers: int, blocking_dir: str | None = None):
+    def __init__(self, engine: TaskRun, workers: int, blocking_dir: str | None = None):
         self.engine = engine
         self.workers = workers
         self.blocking_dir = blocking_dir
@@ -135,7 +135,7 @@ def _running_channel(running: dict[SubtaskId, Task], c: Channel) -> InputChannel
     return None
 
 
-def _connect(engine: RecoveryRun, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
+def _connect(engine: TaskRun, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
     sp.channel, ch.sender = ch, sp
     sp.events = engine.channel_events((c.edge, c.producer.index, c.consumer.index), c.gate)
 

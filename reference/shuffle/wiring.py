@@ -15,10 +15,10 @@ from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.runtime.doors import TaskRun
 
 
-def build_runtime(engine: RecoveryRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
+def build_runtime(engine: TaskRun) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy every subtask at once through the shuffle service (reference.shuffle.service): a streaming
     job's exchanges are all pipelined, so this is the in-memory, credit-based environment."""
 
@@ -27,7 +27,7 @@ def build_runtime(engine: RecoveryRun) -> tuple[dict[SubtaskId, Task], list[Outp
     return dep.tasks, dep.subpartitions
 
 
-def redeploy_region(engine: RecoveryRun, region: frozenset[SubtaskId]
+def redeploy_region(engine: TaskRun, region: frozenset[SubtaskId]
                     ) -> tuple[dict[SubtaskId, Task], list[OutputSubpartition]]:
     """Deploy the subtasks of a restarted region anew beside the running ones (region failover): the
     run's tasks in execution-graph order, and every connected subpartition."""

@@ -12,12 +12,17 @@ from cutcheck.model.errors import InvariantViolation
 from cutcheck.reference import Scenario
 from cutcheck.reference.batch import make_engine
 from cutcheck.reference.events.stream import (
+    AlignmentStarted,
+    BarrierReceived,
     CheckpointAborted,
     CheckpointCompleted,
     CheckpointCompleting,
+    CheckpointTriggered,
     EventBus,
     HandlerDispatched,
     Logged,
+    RecordsCommitted,
+    SnapshotTaken,
     StepTaken,
 )
 from tests.reference.helpers import scenario, small_graph
@@ -161,3 +166,25 @@ def test_handler_dispatches_reach_coverage_through_the_bus() -> None:
     engine.run()
     counted = {(what, how): n for (family, what, how), n in engine.coverage.hits.items() if family == "handler"}
     assert counted and counted == {k: dispatches.count(k) for k in set(dispatches)}
+
+
+def test_the_shared_doors_are_typed_without_any() -> None:
+    tree = ast.parse((REFERENCE / "core" / "doors.py").read_text())
+    names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)} | {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+    assert "Any" not in names
+
+
+def test_checkpoint_and_record_events_agree_with_what_the_run_kept() -> None:
+    engine = _engine()
+    seen: dict[type, list] = {k: [] for k in (CheckpointTriggered, SnapshotTaken, AlignmentStarted, BarrierReceived,
+                                              RecordsCommitted)}
+    for kind, events in seen.items():
+        engine.bus.subscribe(kind, events.append)
+    engine.run()
+    assert [e.cp for e in seen[CheckpointTriggered]] == sorted(s.cp for s in engine.coordinator.stats)
+    completed = [s.cp for s in engine.coordinator.stats if s.status == "completed"]
+    for cp in completed:  # every task snapshotted every completed checkpoint once
+        assert sorted(str(e.sid) for e in seen[SnapshotTaken] if e.cp == cp) == sorted(map(str, engine.tasks))
+    started = [(e.sid, e.cp) for e in seen[AlignmentStarted]]
+    assert len(started) == len(set(started)) and set(started) <= {(e.sid, e.cp) for e in seen[BarrierReceived]}
+    assert sum(len(e.records) for e in seen[RecordsCommitted]) == engine.oracle.rows > 0
