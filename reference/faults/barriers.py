@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from cutcheck.model.kinds import BarrierOption
 from cutcheck.model.partitioning import is_broadcast, is_pointwise, supports_unaligned
 from cutcheck.model.protocol import ModelMutant
 from cutcheck.reference.checkpointing.arrival import stop_persisting_at
@@ -19,8 +20,8 @@ from cutcheck.reference.checkpointing.snapshots import (
     persisted_output,
 )
 from cutcheck.reference.core.seams import AnyFault, Fault, Layer
+from cutcheck.reference.runtime.barrier_control import end_of_partition_counts_as_barrier
 from cutcheck.reference.runtime.network import Buf
-from cutcheck.reference.runtime.tasks import end_of_partition_counts_as_barrier
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import JobGraph
@@ -91,14 +92,15 @@ def _pointwise_edge_unaligned(correct: Callable[[JobGraph, int], bool], job: Job
                for e in job.in_edges(job.edge(edge).target))
 
 
-def _timeoutable_bypasses(correct: Callable[[str, bool], str], options: str, uc_capable: bool) -> str:
+def _timeoutable_bypasses(correct: Callable[[BarrierOption, bool], BarrierOption], options: BarrierOption,
+                          uc_capable: bool) -> BarrierOption:
     """A timeoutable barrier keeps its options on a forced-aligned edge, so it may time out into an unaligned one.
 
     FLINK-33693: ``RecordWriterOutput.broadcastEvent`` forced a barrier aligned only if it was a priority
     event; an aligned-with-timeout barrier is not one, so on pointwise and broadcast edges it stayed
     timeoutable, overtook data after the timeout, and the checkpoint could not be restored rescaled.
     """
-    return options if options == "timeoutable" else correct(options, uc_capable)
+    return options if options == BarrierOption.TIMEOUTABLE else correct(options, uc_capable)
 
 
 def _trigger_lost_on_finished_task(correct: Callable[[Task], bool], task: Task) -> bool:

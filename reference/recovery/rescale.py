@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.keygroups import operator_index
+from cutcheck.model.kinds import VertexKind
 from cutcheck.model.partitioning import (
     ambiguous_old_subtasks,
     assign_channel_state,
@@ -31,16 +32,16 @@ from cutcheck.model.partitioning import (
     make_selector,
     subtask_state_mapper,
 )
-from cutcheck.reference.checks.invariants import order_checked_edges
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
-from cutcheck.reference.runtime.records import KEY
+from cutcheck.reference.runtime.operators import KeyedOperator
+from cutcheck.reference.runtime.records import KEY, Record, order_checked_edges
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index), as TaskSnapshot keys
@@ -114,10 +115,10 @@ def assign_operator_state(engine: RecoveryRun, done: CompletedCheckpoint) -> dic
             news = olds
         elif v.kind in KEYED_KINDS:
             news = _keyed_states(olds, graph.max_parallelism(v.id), new_p)
-        elif v.kind == "source":
+        elif v.kind is VertexKind.SOURCE:
             entries = [tuple(e) for s in olds for e in s.get("splits", [])]
             news = [{"splits": run} for run in split_distribute(entries, new_p)]
-        elif v.kind == "sink":
+        elif v.kind is VertexKind.SINK:
             news = _sink_states(olds, new_p, engine.rules)
         else:
             news = [{} for _ in range(new_p)]  # map, filter, union, co_map hold no state of their own
@@ -182,7 +183,7 @@ def _refuse_if_flink_would(edge: Edge, report: EdgeReport, cp: int) -> None:
         )
 
 
-def _refill(bufs: list[Buf], origin: int, keep: Callable[[tuple], bool] | None) -> tuple[list[Buf], int, int]:
+def _refill(bufs: list[Buf], origin: int, keep: Callable[[Record], bool] | None) -> tuple[list[Buf], int, int]:
     """Copies of ``bufs`` for one new channel: (buffers, records kept, records dropped by the filter).
 
     Each keeps its virtual channel as ``origin`` (recovered data of an earlier restore already
@@ -199,7 +200,7 @@ def _refill(bufs: list[Buf], origin: int, keep: Callable[[tuple], bool] | None) 
     return out, kept, dropped
 
 
-def _owned_by(selector: Any, d: int) -> Callable[[tuple], bool]:
+def _owned_by(selector: Any, d: int) -> Callable[[Record], bool]:
     select = selector.select
     return lambda rec: select(rec[KEY]) == d
 
@@ -335,8 +336,8 @@ def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
         dropped += sorted(edges - keep)
         engine.order_edges[vid] = keep
     for task in engine.tasks.values():
-        if task.op.keyed:
-            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())  # type: ignore[attr-defined]
+        if isinstance(task.op, KeyedOperator):
+            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())
     return dropped
 
 

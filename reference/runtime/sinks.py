@@ -17,6 +17,7 @@ from cutcheck.reference.runtime.operators import Operator
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel
+    from cutcheck.reference.runtime.records import Record
     from cutcheck.reference.runtime.tasks import Task
 
 FINAL = -1  # committables of the end of input, bound to the next checkpoint this subtask takes part in
@@ -63,12 +64,12 @@ class TransactionStore:
     """The external system: staged transactions, and the set of those committed."""
 
     def __init__(self, on_commit: Any):
-        self.staged: dict[str, list[tuple]] = {}
+        self.staged: dict[str, list[Record]] = {}
         self.committed: set[str] = set()
         self.commit_seq = 0
         self._on_commit = on_commit  # callback(rows of one commit, txn, sink subtask, checkpoint, attempt, seq)
 
-    def stage(self, txn: str, rec: tuple) -> None:
+    def stage(self, txn: str, rec: Record) -> None:
         self.staged[txn].append(rec)
 
     def open(self, txn: str) -> None:
@@ -111,7 +112,7 @@ class SinkOperator(Operator):
         self.next_txn += 1
         self.store.open(self.txn)
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         if self.exactly_once:
             self.apply_many([rec], 0, 1, ch)
         else:
@@ -122,7 +123,7 @@ class SinkOperator(Operator):
             self.store.stage(txn, rec)
             self.store.commit(txn, str(self.task.sid), -1, self.task.engine.attempt)
 
-    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+    def apply_many(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> int:
         if self.exactly_once:
             try:
                 self.store.staged[self.txn].extend(recs[i:stop])  # type: ignore[index]

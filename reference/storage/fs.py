@@ -38,7 +38,6 @@ from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.core.coverage import note
 from cutcheck.reference.core.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
@@ -60,7 +59,7 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
@@ -122,6 +121,7 @@ class FsCheckpointStorage:
         self.pending: dict[int, Pending] = {}
         self.kinds: dict[int, str] = {}
         self._kind_of: Callable[[int], str] = lambda cp: "checkpoint"
+        self.observer: StorageObserver | None = None  # set by bind: the run's event bus
         self._no_sharing = False
         self.restored: CompletedCheckpoint | None = None
         self.unclaimed: list[str] = []  # files of a checkpoint restored with no_claim: the user's, never deleted
@@ -142,12 +142,16 @@ class FsCheckpointStorage:
             self._restore(target[0], chain)
 
     # ------------------------------------------------------------------ engine wiring
-    def bind(self, engine: Any) -> None:
-        """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
-        self.rules = engine.rules
-        self.coverage = getattr(engine, "coverage", None)  # storage transitions count there (core.coverage)
-        pending = engine.coordinator.pending
-        self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
+    def bind(self, rules: Rules, kind_of: Callable[[int], str], observer: StorageObserver) -> None:
+        """Called by the engine: its rules, the kind of a pending checkpoint (its coordinator knows), and
+        where this storage reports its transitions and its closing (the run's event bus)."""
+        self.rules = rules
+        self._kind_of = kind_of
+        self.observer = observer
+
+    def _transition(self, name: str) -> None:
+        if self.observer is not None:
+            self.observer.transition(name)  # core.coverage counts it
 
     def begin(self, cp: int, kind: str) -> None:
         """For callers without a coordinator (tests): declare a checkpoint's kind before its acks."""
@@ -162,7 +166,7 @@ class FsCheckpointStorage:
         p.tasks[snapshot.sid] = self._write_task(snapshot, p)
         if p.kind == "checkpoint":
             for key in sorted(set(p.shared) - known):  # on acknowledgement, whatever happens next (facts §5.4)
-                note(self, "storage", "reuse" if key in self.registry.entries else "register")
+                self._transition("reuse" if key in self.registry.entries else "register")
                 if self.registry.register(key, p.shared[key], p.cp) != p.shared[key]:
                     raise ValueError(f"the registry holds another file for {key}")  # _piece reuses what it can
 
@@ -180,7 +184,7 @@ class FsCheckpointStorage:
         owned = self.rules[job_owns_completed](savepoint)
         self.held.append(Held(p.cp, p.kind, p.path, owned, {"exclusive": list(p.exclusive), "shared": shared}))
         if savepoint:
-            note(self, "storage", "savepoint")
+            self._transition("savepoint")
         if not savepoint:
             self._no_sharing = False  # the first completed checkpoint after a no_claim restore ends NO_SHARING
         subsumed = self._subsume(retained)
@@ -192,7 +196,7 @@ class FsCheckpointStorage:
         p = self.pending.pop(cp, None)
         if p is None:
             return
-        note(self, "storage", "abort-discard")
+        self._transition("abort-discard")
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
         for path in self.rules[exclusive_files_discarded_on_abort](list(p.exclusive)):
@@ -230,9 +234,8 @@ class FsCheckpointStorage:
         for path in self.registry.discard_all_except(live, self.rules[registry_may_discard]):
             self.files.delete(path)
         self._check_ref("when the job ended")
-        watch = getattr(self, "watch", None)  # reference.checks.storage_invariants, attached by the engine
-        if watch is not None:
-            watch.at_close()  # SAVEPOINT_KEPT, NO_ORPHANS
+        if self.observer is not None:
+            self.observer.closed()  # reference.checks.storage_invariants: SAVEPOINT_KEPT, NO_ORPHANS
 
     # ------------------------------------------------------------------ writing
     def _kind(self, cp: int) -> str:
@@ -317,7 +320,7 @@ class FsCheckpointStorage:
         subsumed: list[int] = []
         for victim in subsume(self.held, retained, self.rules):
             subsumed.append(victim.cp)
-            note(self, "storage", "subsume")
+            self._transition("subsume")
             if victim.owned:
                 self._discard(victim)
             else:  # a savepoint (or an unclaimed restore) is the user's: its files are no longer ours to clean
@@ -337,7 +340,7 @@ class FsCheckpointStorage:
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
         for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
-            note(self, "storage", "shared-delete")
+            self._transition("shared-delete")
             self.files.delete(path)
 
     def _prune(self, directory: str) -> None:

@@ -60,7 +60,7 @@ def test_the_faulty_engine_runs_the_model_mutant_and_not_the_correct_protocol(mu
         sdict = scenario_dict(SeedDraw(seed), modes=("unaligned",), max_records=150, rescale=False, batch=False)
         sdict["mutants"] = [mutant.value]
         engine = make_engine(Scenario.from_json(sdict), trace=True)
-        engine.cut_checks = False  # the traces, not the engine's own CUT check, are what is compared
+        engine.checks.cut = False  # the traces, not the engine's own CUT check, are what is compared
         with contextlib.suppress(InvariantViolation):
             engine.run()
         books = [*engine.trace_archive, engine.traces]

@@ -30,7 +30,7 @@ def plain_scan(e: Any) -> list[tuple[int, str, Any]]:
             acts.append((fast, "_do_priority", t))
             continue
         if t.direct_triggers and (t.vertex.kind == "source" or t.finished
-                                  or e._snapshots_unaligned(t, t.direct_triggers[0])):
+                                  or e.checkpoints.snapshots_unaligned(t, t.direct_triggers[0])):
             acts.append((fast, "_do_direct_checkpoint", t))
         if t.vertex.kind == "source":
             if not t.finished and t.output_available():
