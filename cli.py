@@ -14,7 +14,18 @@ import sys
 
 import typer
 
-from cutcheck.commands import flink, flink_script, fuzz, graph, prove, simulate, storage, trace, validate  # noqa: F401 (registers)
+from cutcheck.commands import (  # noqa: F401 (registers)
+    flink,
+    flink_script,
+    fuzz,
+    graph,
+    prove,
+    simulate,
+    storage,
+    trace,
+    validate,
+    verify,
+)
 from cutcheck.commands.common import app, err
 
 

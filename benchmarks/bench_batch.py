@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from cutcheck.reference import Scenario, simulate  # noqa: E402
 from cutcheck.reference.batch import make_engine  # noqa: E402
+from cutcheck.reference.events.stream import Logged  # noqa: E402
 
 FAILURES = [("clean[0]", "{clean[0], src[0]}"), ("count[1]", "{count[1]}"), ("map[1]", "{map[1], sink[1]}"),
             ("worker:0", "{map[0], sink[0]}")]
@@ -36,8 +37,8 @@ def base(strategy: str, failures: list[dict[str, Any]]) -> Scenario:
 def windows() -> dict[str, tuple[int, int]]:
     engine = make_engine(base("region", []))
     seen: dict[str, list[int]] = {}
-    engine.listeners.append(lambda kind, info: seen.setdefault(info["detail"], []).append(info["step"])
-                            if kind in ("deploy", "region_finished") else None)
+    engine.bus.subscribe(Logged, lambda e: seen.setdefault(e.detail, []).append(e.step)
+                         if e.kind in ("deploy", "region_finished") else None)
     engine.run()
     return {region: (steps[0], steps[1]) for region, steps in seen.items()}
 

@@ -3,9 +3,9 @@ NO_ORPHANS in a seed campaign: the share of the run time spent in their checks, 
 
     python benchmarks/bench_invariants.py [--seeds 80] [--storage-seeds 40]
 
-The checks are wrapped with a timer where the engine calls them (reference.engine's names and the
-StorageWatch hooks), so the figure is measured inside the same runs, free of the machine's noise
-between two separate runs.
+The checks are wrapped with a timer where the run's checks call them (the names in
+reference.checks.run_checks, which subscribes them to the run's event bus, and the StorageWatch hooks),
+so the figure is measured inside the same runs, free of the machine's noise between two separate runs.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import cutcheck.reference.engine as engine_module  # noqa: E402
+import cutcheck.reference.checks.run_checks as checks_module  # noqa: E402
 from cutcheck.reference.checks.storage_invariants import StorageWatch  # noqa: E402
 from cutcheck.reference.fuzzing.campaigns import run_scenario  # noqa: E402
 from cutcheck.reference.fuzzing.generate import scenario_from_seed  # noqa: E402
@@ -54,8 +54,8 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, default=80, help="in-memory scenarios, every one rescaled where it can be")
     ap.add_argument("--storage-seeds", type=int, default=40, help="on-disk scenarios")
     args = ap.parse_args()
-    engine_module.check_completed_checkpoint = timed(engine_module.check_completed_checkpoint)  # type: ignore[assignment]
-    engine_module.judge_restore = timed(engine_module.judge_restore)  # type: ignore[assignment]
+    checks_module.check_completed_checkpoint = timed(checks_module.check_completed_checkpoint)  # type: ignore[assignment]
+    checks_module.judge_restore = timed(checks_module.judge_restore)  # type: ignore[assignment]
     for hook in ("__init__", "on_complete", "at_close"):
         setattr(StorageWatch, hook, timed(getattr(StorageWatch, hook)))
     print(json.dumps(campaign(args.seeds, storage=False)))

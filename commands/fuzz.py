@@ -1,4 +1,4 @@
-"""Fuzz campaigns (``fuzz``) and what ``verify`` shares with them (its command is ``commands.verify``).
+"""Fuzz campaigns (``fuzz``); what ``verify`` shares with them is ``commands.campaign``.
 
 Both write only where cutcheck may (``model.outputs``): ``fuzz --out DIR`` and ``verify --work-dir
 DIR`` are run directories (``run.json`` marked as cutcheck's, counterexample scenarios beside it),
@@ -10,7 +10,6 @@ temporary directory, never into the working directory.
 from __future__ import annotations
 
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -18,42 +17,21 @@ from typing import Any
 
 import typer
 
+from cutcheck.commands.campaign import (
+    FUZZ_PROFILES,
+    check_mutants,
+    coverage_lines,
+    progress_bar,
+    replay_line,
+    skipped_lines,
+    usable_cpus,
+    write_counterexample,
+)
 from cutcheck.commands.common import app, err, out, show, user_errors, write_json
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.outputs import check_output_dir, check_output_file, mark, replace_dir, staging_dir
 
-FUZZ_PROFILES: dict[str, dict[str, Any]] = {
-    # examples: Hypothesis fuzz scenarios; kill_seconds: budget per mutant; spark: validate the example logs
-    "quick": {"examples": 20, "kill_seconds": 60.0, "max_seeds": 100_000},
-    # ci: a fuzz example of the cycle's small jobs takes about 0.1 s; 300 of them reach the at-least-once,
-    # savepoint, recovery and refusal cells that 80 missed.
-    "ci": {"examples": 600, "kill_seconds": 60.0, "max_seeds": 100_000},
-    "deep": {"examples": 2000, "kill_seconds": 300.0, "max_seeds": 5000},
-}
-
-
-def _write_counterexample(scenario: dict[str, Any], directory: Path, name: str = "") -> Path:
-    """A counterexample scenario in ``directory`` (a staging directory or a fresh temporary one)."""
-    path = directory / f"counterexample-{name or scenario.get('seed', 0)}.json"
-    path.write_text(json.dumps(scenario, indent=2) + "\n")
-    return path
-
-
-def replay_line(path: Path | str) -> str:
-    """How to replay a counterexample: with --trace, since trace validation is part of every verdict."""
-    return f"replay: cutcheck simulate {path} --trace"
-
-
-def coverage_lines(coverage: Any) -> list[str]:
-    """The coverage summary and the reachable cells no run reached, by name."""
-    missed = coverage.missed()
-    from cutcheck.reference.core.coverage import cell_name
-
-    lines = [f"coverage: {coverage.describe()}"]
-    if missed:
-        lines.append("not reached: " + ", ".join(cell_name(c) for c in missed))
-    return lines
-
+__all__ = ["FUZZ_PROFILES", "fuzz", "usable_cpus"]  # the profiles stay importable here (benchmarks/bench_fuzz.py)
 
 def _write_run_dir(dest: Path | None, force: bool, report: dict[str, Any], scenarios: list[dict[str, Any]],
                    prefix: str) -> list[Path]:
@@ -66,20 +44,12 @@ def _write_run_dir(dest: Path | None, force: bool, report: dict[str, Any], scena
             return []
         root = Path(tempfile.mkdtemp(prefix=prefix))
         (root / "run.json").write_text(json.dumps(mark(report), indent=2, sort_keys=True, default=str) + "\n")
-        return [_write_counterexample(sc, root) for sc in scenarios]
+        return [write_counterexample(sc, root) for sc in scenarios]
     with staging_dir(dest) as tmp:
-        names = [_write_counterexample(sc, tmp).name for sc in scenarios]
+        names = [write_counterexample(sc, tmp).name for sc in scenarios]
         (tmp / "run.json").write_text(json.dumps(mark(report), indent=2, sort_keys=True, default=str) + "\n")
         replace_dir(tmp, dest, force=force)
     return [dest / n for n in names]
-
-
-def _check_mutants(mutants: tuple[str, ...]) -> None:
-    from cutcheck.reference.faults.catalogue import MUTANTS
-
-    for m in mutants:
-        if m not in MUTANTS:
-            raise CutcheckError(f"--mutant {m!r}: unknown; known mutants are {', '.join(MUTANTS)}.")
 
 
 def _check_campaign(examples: int | None, seconds: float | None, workers: int, spark: str | None) -> None:
@@ -93,14 +63,6 @@ def _check_campaign(examples: int | None, seconds: float | None, workers: int, s
     if seconds is not None and (spark or workers > 1):
         raise CutcheckError("--seconds applies to campaigns in this process; with --workers or --spark bound the "
                             "campaign by --examples instead.")
-
-
-def usable_cpus() -> int:
-    """The CPUs this process may run on (its affinity mask, which containers and taskset narrow)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):  # no sched_getaffinity (macOS, Windows)
-        return max(1, os.cpu_count() or 1)
 
 
 def _usable_workers(asked: int) -> int:
@@ -127,14 +89,6 @@ def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> 
     return sorted(verdicts, key=lambda v: v["seed"])
 
 
-def _progress(description: str, total: int | None) -> Any:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        console=err, transient=True)
-    return progress, progress.add_task(description, total=total)
-
-
 @app.command()
 @user_errors
 def fuzz(
@@ -159,7 +113,7 @@ def fuzz(
 
     mutants = tuple(mutant or ())
     _check_campaign(examples, seconds, workers, spark)
-    _check_mutants(mutants)
+    check_mutants(mutants)
     check_output_file(json_path, option="--json")
     if out_dir is not None:
         check_output_dir(out_dir, force=force, option="--out")
@@ -168,7 +122,7 @@ def fuzz(
     if spark or workers > 1 or seeds:
         raise typer.Exit(_seed_campaign(fz, examples, seconds, mutants, workers, spark, seed, out_dir, force,
                                         json_path))
-    progress, task = _progress("fuzzing", examples if examples != UNBOUNDED else None)
+    progress, task = progress_bar("fuzzing", examples if examples != UNBOUNDED else None)
     with progress:
         result = fz.hypothesis_campaign(examples=examples, seconds=seconds, mutants=mutants, seed=seed,
                                         progress=lambda n: progress.advance(task, n))
@@ -177,7 +131,7 @@ def fuzz(
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
-    for line in coverage_lines(result.coverage):
+    for line in coverage_lines(result.coverage) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report: dict[str, Any] = result.to_json()
     paths = _write_run_dir(out_dir, force, report, [result.failure.scenario] if result.failure else [], "cutcheck-fuzz-")
@@ -215,7 +169,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
         verdicts = None
     start = time.monotonic()
     if verdicts is None:
-        progress, task = _progress("fuzzing", examples if examples != UNBOUNDED else None)
+        progress, task = progress_bar("fuzzing", examples if examples != UNBOUNDED else None)
         with progress:
             result = fz.seed_campaign(seed_list, mutants=mutants,
                                       seconds=None if seconds is None else fz.SEARCH_SHARE * seconds,
@@ -227,7 +181,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     bad = [v for v in result.verdicts if not v["ok"]]
     show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "restart loops",
          "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
-    for line in coverage_lines(result.coverage):
+    for line in coverage_lines(result.coverage) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report = result.to_json() | {"verdicts": result.verdicts}
     found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]
@@ -249,5 +203,3 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     write_json(json_path, report)
     return 1 if bad else 0
 
-
-from cutcheck.commands import verify as _verify  # noqa: E402, F401 (registers the verify command)

@@ -53,9 +53,14 @@ def _print_restore(r: dict[str, Any]) -> None:
                   markup=False, highlight=False, soft_wrap=True)
 
 
-def _exactly_once_row(s: dict[str, Any]) -> str:
+def _exactly_once_row(s: dict[str, Any], verdict: Any) -> str:
     eo = s["exactly_once"]
     faults = f"duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"
+    from cutcheck.reference.judge import Check, State
+
+    held = verdict.check(Check.EXACTLY_ONCE)
+    if not eo["ok"] and held is not None and held.state is State.HELD:  # at-least-once: what it promises
+        return f"at least once holds ({faults}: what AT_LEAST_ONCE checkpointing promises after a failover)"
     if eo.get("prefix"):
         verdict = "holds so far" if eo["ok"] else "VIOLATED so far"
         return (f"{verdict} (the run stopped at step {s['steps']}, so only its output up to there is judged: "
@@ -73,7 +78,9 @@ def _never_fired_row(result: Any) -> list[str] | None:
     return ["NEVER FIRED", "; ".join(missed)]
 
 
-def _print_run(result: Any) -> None:
+def _print_run(result: Any, verdict: Any) -> None:
+    from cutcheck.reference.judge import Outcome
+
     s = result.summary()
     rows = [
         ["mode", s["mode"]],
@@ -83,7 +90,7 @@ def _print_run(result: Any) -> None:
         ["alignment steps", s["alignment_steps"]],
         ["channel-state records (input / output)", f"{s['input_state_records']} / {s['output_state_records']}"],
         ["restarts", s["restarts"]],
-        ["EXACTLY_ONCE", _exactly_once_row(s)],
+        ["EXACTLY_ONCE", _exactly_once_row(s, verdict)],
     ]
     if "batch" in s:  # a batch job: regions instead of checkpoints (reference.batch)
         b = s["batch"]
@@ -106,12 +113,31 @@ def _print_run(result: Any) -> None:
                   + f"; {f['records_recomputed']} records recomputed", highlight=False, markup=False)
     for r in s["restores"]:
         _print_restore(r)
-    for v in s["violations"]:
-        out.print(f"[bold red]{v['invariant']} violated[/] at step {v['step']}: {v['detail']}", highlight=False)
+    for v in verdict.findings:  # the judge's findings; trace rejections are listed by _print_trace
+        if "step" in v:
+            out.print(f"[bold red]{v['invariant']} violated[/] at step {v['step']}: {v['detail']}", highlight=False)
+    if verdict.outcome is Outcome.RESTART_LOOP:
+        out.print(f"restart loop (not a finding): {verdict.reason}", markup=False, highlight=False, soft_wrap=True)
     if result.run_dir:
         out.print(f"recovery logs: {result.run_dir}")
-    if not result.ok:
-        out.print(f"replay: {result.replay}", highlight=False, markup=False)
+
+
+def _print_trace(result: Any, verdict: Any) -> None:
+    """What trace validation found, or why it was skipped (only when --trace asked for it)."""
+    from cutcheck.reference.judge import Check, State
+
+    trace = verdict.check(Check.TRACE)
+    if trace is None or not result.traces:
+        return
+    if trace.state is State.SKIPPED:
+        out.print(f"trace validation: skipped: {trace.note}", markup=False, highlight=False, soft_wrap=True)
+        return
+    rejected = verdict.trace_findings
+    channels = sum(len(book) for book in result.traces)
+    out.print(f"trace validation: {channels} channel traces, "
+              + ("all accepted by the protocol" if not rejected else f"{len(rejected)} rejected"))
+    for f in rejected[:5]:
+        out.print(f"  channel {f.key} event #{f.index} {f.event}: {f.reason}", markup=False, highlight=False)
 
 
 class _StatusLine:
@@ -158,6 +184,7 @@ def simulate(
     ends the run with exit 2 and the reason."""
     from cutcheck.reference import Scenario
     from cutcheck.reference import simulate as run
+    from cutcheck.reference.judge import judge
 
     check_output_file(json_path, option="--json")  # every output is checked before any work
     if out_dir is not None:
@@ -183,22 +210,15 @@ def simulate(
         flags = [f"--seed {scen.seed}"] + ([f"--mode {mode}"] if mode else []) + [f"--mutant {m}" for m in mutant or []]
         flags += [f"--rescale {r}" for r in rescale or []] + (["--trace"] if trace else [])
         result.replay = f"cutcheck simulate {scenario} " + " ".join(flags)
-    _print_run(result)
-    rejected = []
-    if trace:
-        from cutcheck.reference.checks.tracing import validate_run
-
-        rejected = validate_run(result.traces)
-        if scen.checkpoint.mode == "at_least_once":
-            rejected = [f for f in rejected if f.kind != "cut"]  # at-least-once promises no consistent cut
-        channels = sum(len(book) for book in result.traces)
-        out.print(f"trace validation: {channels} channel traces, "
-                  + ("all accepted by the protocol" if not rejected else f"{len(rejected)} rejected"))
-        for f in rejected[:5]:
-            out.print(f"  channel {f.key} event #{f.index} {f.event}: {f.reason}", markup=False, highlight=False)
-    write_json(json_path, result.summary())
-    if result.ok and not rejected and strict and not result.all_fired:
+    verdict = judge(result)  # the same judgement fuzz, verify and the mutation check make
+    _print_run(result, verdict)
+    _print_trace(result, verdict)
+    out.print(verdict.describe(), markup=False, highlight=False, soft_wrap=True)
+    if not verdict.ok:
+        out.print(f"replay: {result.replay}", highlight=False, markup=False)
+    write_json(json_path, result.summary() | {"verdict": verdict.to_json()})
+    if verdict.ok and strict and not result.all_fired:
         missed = [d["what"] for d in result.never_fired["failures"] + result.never_fired["rescales"]]
         raise CutcheckError(f"--strict: {'; '.join(missed)} never fired (the run ended at step {result.steps}); "
                             "schedule it earlier or raise max_steps.")
-    raise typer.Exit(0 if result.ok and not rejected else 1)
+    raise typer.Exit(0 if verdict.ok else 1)

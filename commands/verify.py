@@ -19,15 +19,16 @@ from typing import Any
 
 import typer
 
-from cutcheck.commands.common import app, err, out, show, user_errors, write_json
-from cutcheck.commands.fuzz import (
+from cutcheck.commands.campaign import (
     FUZZ_PROFILES,
-    _check_mutants,
-    _progress,
-    _write_counterexample,
+    check_mutants,
+    progress_bar,
     replay_line,
+    skipped_lines,
     usable_cpus,
+    write_counterexample,
 )
+from cutcheck.commands.common import app, err, out, show, user_errors, write_json
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.outputs import check_output_dir, check_output_file, mark, replace_dir, staging_dir
 
@@ -69,7 +70,7 @@ def verify(
         raise CutcheckError(f"--profile {profile!r}: use one of {', '.join(FUZZ_PROFILES)}.")
     scenarios = _example_scenarios(examples_dir)  # bad input is found before minutes of work
     mutants = tuple(mutant or ())
-    _check_mutants(mutants)
+    check_mutants(mutants)
     check_output_file(json_path, option="--json")
     if work_dir is not None:
         check_output_dir(work_dir, force=force, option="--work-dir")
@@ -94,6 +95,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     from cutcheck.reference import simulate as run
     from cutcheck.reference.faults.catalogue import MUTANTS
     from cutcheck.reference.fuzzing import campaigns as fz
+    from cutcheck.reference.judge import Outcome, judge
 
     started = time.monotonic()
     budget = FUZZ_PROFILES[profile]
@@ -117,16 +119,17 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
         bool(controls) and good_c == len(controls))
     report["proofs"] = [r.to_dict() for r in results]
 
-    progress, task = _progress("fuzzing", budget["examples"])
+    progress, task = progress_bar("fuzzing", budget["examples"])
     with progress:
         campaign = fz.hypothesis_campaign(examples=budget["examples"], mutants=mutants, seed=seed,
                                           progress=lambda n: progress.advance(task, n))
     detail = (f"{campaign.examples} scenarios ran in {campaign.seconds:.1f} s ({campaign.covered.describe()}); "
               f"{campaign.refused} restores refused and {campaign.looped} jobs restarting for ever on failed "
               "checkpoints, as Flink would")
+    detail += "".join(f"; {line}" for line in skipped_lines(campaign.skipped))  # a skip is said, never silent
     counterexamples: list[dict[str, Any]] = []
     if campaign.failure is not None:
-        path = final / _write_counterexample(campaign.failure.scenario, root, "fuzz").name
+        path = final / write_counterexample(campaign.failure.scenario, root, "fuzz").name
         v = campaign.failure.violations[0]
         counterexamples.append({"stage": "fuzz", "invariant": v["invariant"], "detail": v["detail"], "path": str(path)})
         detail += f"; FOUND {v['invariant']}, see the counterexamples below"
@@ -137,7 +140,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     report["coverage"] = campaign.coverage.to_json()
 
     kills = []
-    progress, task = _progress("mutation check", len(MUTANTS))
+    progress, task = progress_bar("mutation check", len(MUTANTS))
     # The mutants are hunted independently (each by the same seeds, so the results do not depend on
     # how many run at once): one per core this process may use (its affinity), at most two.
     workers = min(2, usable_cpus())
@@ -151,7 +154,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     survivors = [k.mutant for k in kills if not k.killed and k.engine_finding is None]
     faults = [k for k in kills if k.engine_finding is not None]
     for k in faults:
-        path = final / _write_counterexample(k.scenario or {}, root, f"engine-{k.seed}").name
+        path = final / write_counterexample(k.scenario or {}, root, f"engine-{k.seed}").name
         f = k.engine_finding or {}
         counterexamples.append({"stage": f"mutants ({k.mutant})", "invariant": f.get("invariant", ""),
                                 "detail": f"seed {k.seed} fails without any mutant: {f.get('detail', '')}",
@@ -166,17 +169,22 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     report["counterexamples"] = counterexamples
 
     run_dirs = []
+    example_skips: list[str] = []
+    verdicts: dict[str, Any] = {}
     for path in scenarios:
         result = run(Scenario.from_json(path).with_overrides(mutants=mutants or None), out_dir=root / path.stem)
         run_dirs.append((path.stem, result))
-        ok = result.ok and result.complete and result.all_fired
+        verdict = verdicts[path.stem] = judge(result)  # the judgement simulate, fuzz and the mutation check make
+        ok = verdict.outcome is Outcome.HOLDS and result.all_fired
         s = result.summary()
         got = (f"{s['steps']} steps, {s['checkpoints_completed']} checkpoints, {s['restarts']} restart(s)"
-               + ("" if result.ok else f"; VIOLATION {(result.violations or [{'invariant': 'EXACTLY_ONCE'}])[0]['invariant']}")
+               + ("" if verdict.outcome is Outcome.HOLDS else f"; {_not_held(verdict)}")
                + ("" if result.all_fired else "; a scheduled failure or rescale NEVER FIRED"))
+        example_skips += [f"  example {path.stem}: {c.check.value} skipped ({c.note})" for c in verdict.skipped()]
         row(f"example {path.stem}", f"the scenario (examples/scenarios/<name>.json or --examples) {EXAMPLE_ASSERTS}",
             got, ok)
     report["examples"] = {n: r.summary() for n, r in run_dirs}
+    report["example_verdicts"] = {n: v.to_json() for n, v in verdicts.items()}
 
     from cutcheck import spark_validation
 
@@ -209,6 +217,8 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
                    f"ENGINE FAULT at seed {m['seed']} (fails without the mutant)" if m["engine_finding"] else "NOT FOUND")
         out.print(f"  mutant {m['mutant']}: {verdict} ({m['scenarios_run']} scenarios, {m['seconds']:.1f} s)",
                   markup=False, highlight=False, soft_wrap=True)
+    for line in example_skips:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     cov = campaign.coverage
     out.print(f"coverage of the fuzz stage: {cov.describe()}", markup=False, highlight=False, soft_wrap=True)
     if report["coverage"]["missed"]:
@@ -219,6 +229,15 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
                   soft_wrap=True)
         out.print(f"  {replay_line(c['path'])}", markup=False, highlight=False, soft_wrap=True)
     return report
+
+
+def _not_held(verdict: Any) -> str:
+    """What an example's verdict says instead of "holds" (as the row said it before the judge)."""
+    from cutcheck.reference.judge import Outcome
+
+    if verdict.outcome is Outcome.VIOLATED:
+        return f"VIOLATION {verdict.invariant}"
+    return f"{verdict.outcome.value.upper().replace('_', ' ')}: {verdict.reason}"
 
 
 def _names_not(results: list[Any], word: str) -> str:

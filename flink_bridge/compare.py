@@ -207,6 +207,7 @@ def engine_steps(graph: JobGraph, opts: RunOptions, slow: str) -> int:
 def run_engine(graph: JobGraph, opts: RunOptions, interval: int, fail_vertex: str, slow: str) -> Side:
     """One engine run at ``interval`` steps, as a Side (refused when the engine refuses the restore as Flink would)."""
     from cutcheck.reference import Scenario, simulate
+    from cutcheck.reference.judge import Outcome, judge
 
     try:
         result = simulate(Scenario.from_json(engine_scenario(graph, opts, interval, fail_vertex, slow)))
@@ -218,8 +219,10 @@ def run_engine(graph: JobGraph, opts: RunOptions, interval: int, fail_vertex: st
                 [(c["id"], c["state_bytes"] + c["processed_bytes"]) for c in done],
                 [(c["id"], c["state_bytes"]) for c in done],
                 [(c["id"], c["alignment_steps"]) for c in done])
-    if result.violations:
-        side.exactly_once = {**side.exactly_once, "ok": False, "violations": result.violations}
+    verdict = judge(result)  # the judgement simulate, fuzz and verify make of an engine run
+    if verdict.outcome is not Outcome.HOLDS:
+        side.exactly_once = {**side.exactly_once, "ok": False, "violations": list(verdict.findings),
+                             "outcome": verdict.outcome.value}
     return side
 
 

@@ -12,38 +12,64 @@ from collections.abc import Callable
 from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, RestoreRefused
-from cutcheck.model.execution import ExecutionGraph
+from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.checkpointing.arrival import deliver_head
+from cutcheck.model.kinds import VertexKind
+from cutcheck.reference.checkpointing.arrival import can_transmit, deliver_head, transmit_budget
+from cutcheck.reference.checkpointing.barriers import edge_carries_unaligned_barriers
+from cutcheck.reference.checkpointing.controller import CheckpointController, notify_complete
 from cutcheck.reference.checkpointing.coordinator import Coordinator
-from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
-from cutcheck.reference.checks.invariants import check_key_group_ranges, order_checked_edges
 from cutcheck.reference.checks.oracle import Oracle
-from cutcheck.reference.checks.restore_judgement import judge_restore
-from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
-from cutcheck.reference.core.coverage import Coverage, note_failure
-from cutcheck.reference.engine_checkpoints import CheckpointEffects
+from cutcheck.reference.checks.run_checks import RunChecks
+from cutcheck.reference.checks.tracing import ChannelTrace, TraceRecorder
+from cutcheck.reference.core.coverage import Coverage
+from cutcheck.reference.events.coverage import count_coverage
+from cutcheck.reference.events.stream import (
+    ChannelKey,
+    ChannelPublisher,
+    CheckpointCompleted,
+    EventBus,
+    FailureHappened,
+    Logged,
+    RestoreTried,
+    StepTaken,
+    StoragePublisher,
+    TasksDeployed,
+    publishing_commits,
+)
 from cutcheck.reference.faults.catalogue import Mutants
+from cutcheck.reference.recovery.fanout import BroadcastFanout
 from cutcheck.reference.recovery.recovery import restore_state
 from cutcheck.reference.recovery.region_failover import failover
 from cutcheck.reference.run_storage import start_from
 from cutcheck.reference.runtime.debloat import Debloating
-from cutcheck.reference.runtime.network import Barrier, Buf, OutputSubpartition
-from cutcheck.reference.runtime.records import Expectations
+from cutcheck.reference.runtime.network import (
+    Barrier,
+    Buf,
+    InputChannel,
+    OutputSubpartition,
+    QueueItem,
+    inflight_records,
+)
+from cutcheck.reference.runtime.records import Expectations, order_checked_edges
 from cutcheck.reference.runtime.scheduler import Chooser, ScriptedChooser, SeededChooser
 from cutcheck.reference.runtime.sinks import TransactionStore
 from cutcheck.reference.runtime.tasks import Task, any_current
 from cutcheck.reference.scenario import Scenario
-from cutcheck.reference.shuffle.wiring import build_runtime
+from cutcheck.reference.shuffle.wiring import build_runtime, redeploy_region
 from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint, InMemoryStorage
 
 
-class Engine(CheckpointEffects):
+class Engine:
+    """One run. Everything that watches it subscribes to ``bus``; only the engine writes its attributes."""
+
     def __init__(self, scenario: Scenario, *, chooser: Chooser | None = None, storage: CheckpointStorage | None = None,
                  trace: bool = False, log_sink: Any = None, max_steps: int | None = None,
                  restore: CompletedCheckpoint | None = None):
         self.scenario = scenario
+        self.bus = EventBus()  # reference.events.stream: checks, traces, coverage and tests subscribe
         self.coverage = Coverage()  # what this run exercised (reference.core.coverage); never logged
+        count_coverage(self.bus, self.coverage)
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
         self.rules = self.mutants.rules()  # the rules at every seam, a switched-on fault's where it replaces one
@@ -60,22 +86,18 @@ class Engine(CheckpointEffects):
         self.order_edges = order_checked_edges(self.graph)
         self.logs = log_sink
         self.oracle = Oracle(self.expect, self.graph, self.logs)
-        self.store = TransactionStore(self.oracle.on_commit)
+        self.store = TransactionStore(publishing_commits(self.bus, self.oracle.on_commit))
         self.storage = storage or InMemoryStorage(self.rules)
-        self.coordinator = Coordinator(self, self.storage)
+        self.checkpoints = CheckpointController(self)
+        self.job_failover: str | None = None  # asked for by the coordinator, done at the next timer
+        self.coordinator = Coordinator(self, self.storage, self.checkpoints, self._request_job_failover)
         bind = getattr(self.storage, "bind", None)
-        if bind is not None:
-            bind(self)  # the on-disk storage asks the coordinator which kind a pending checkpoint is
-        self.storage_watch = StorageWatch.attach(self.storage)  # SAVEPOINT_KEPT, NO_ORPHANS (on-disk only)
-        self.retention_watch = RetentionWatch(self.storage, scenario.checkpoint.retained)  # RETAINED
+        if bind is not None:  # the on-disk storage asks the coordinator which kind a pending checkpoint is
+            pending = self.coordinator.pending
+            bind(self.rules, lambda cp: pending[cp].kind if cp in pending else "checkpoint", StoragePublisher(self.bus))
+        self.checks = RunChecks(self, self.bus)
         self.tracing = trace
-        self.traces: dict[tuple[int, int, int], list] = {}
-        self.trace_archive: list[dict[tuple[int, int, int], list]] = []
-        self.trace_suspended = False  # after a rescale (see reference.recovery.recovery)
-        self.cut_checks = True
-        self.alignment_steps: dict[int, int] = {}
-        self.inflight_at_trigger: dict[int, int] = {}
-        self.aligned_processed: dict[int, int] = {}  # checkpoint -> records its tasks processed while aligning
+        self.recorder = TraceRecorder(self, self.bus) if trace else None
         self.notifications: list[tuple[Task, int]] = []
         self.next_trigger = scenario.checkpoint.interval
         self.fired_failures: set[int] = set()
@@ -84,13 +106,13 @@ class Engine(CheckpointEffects):
         self.checkpoint_failovers: list[int] = []  # steps at which the failure manager failed the job
         self.restore_reports: list[dict[str, Any]] = []
         self.finished = False
-        self.listeners: list[Callable[[str, dict[str, Any]], None]] = []
         self.parallelism: dict[str, int] = {v.id: v.parallelism for v in self.graph.vertices}
-        self.buffer_size_at_trigger: dict[int, int] = {}
+        self.bus.subscribe(CheckpointCompleted, self._schedule_failures_after)
+        self.broadcast_fanout = BroadcastFanout(self)  # expected copies once a rescale changes a broadcast consumer
         self.debloat = Debloating.of(self)  # None unless the scenario's "debloat" section enables it
         if restore is not None:  # a checkpoint of an earlier run (simulate --restore)
-
             start_from(self, restore)
+            self.attempt = restore.attempt + 1
         self._build(restore)
 
     # ------------------------------------------------------------------ set-up
@@ -98,24 +120,38 @@ class Engine(CheckpointEffects):
         if new_parallelism:
             self.parallelism.update(new_parallelism)
         self.exec_graph = ExecutionGraph(self.graph, self.parallelism)
-        self.edge_unaligned = {e.key: self.rules.edge_carries_unaligned_barriers(self.graph, e.key) for e in self.graph.edges}
+        self.edge_unaligned = {e.key: self.rules[edge_carries_unaligned_barriers](self.graph, e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
-        check_key_group_ranges(self)  # OWNERSHIP of the ranges themselves
+        self.bus.publish(TasksDeployed(dict(self.parallelism)))
         if restored is not None:
-
             try:
                 report = restore_state(self, restored)
             except RestoreRefused as refusal:
-                judge_restore(self, restored, refusal)  # RESTORE_JUDGED: Flink refuses it too
+                self.bus.publish(RestoreTried(restored, refusal))  # a check may find Flink accepts it
                 raise
-            judge_restore(self, restored, None)
+            self.bus.publish(RestoreTried(restored, None))
             self.restore_reports.append(report)
 
     def event(self, kind: str, detail: str = "") -> None:
         if self.logs is not None:
             self.logs.event(self.step, self.attempt, kind, detail)
-        for listener in self.listeners:
-            listener(kind, {"step": self.step, "attempt": self.attempt, "detail": detail})
+        self.bus.publish(Logged(self.step, self.attempt, kind, detail))
+
+    def channel_events(self, key: ChannelKey, gate: int) -> ChannelPublisher | None:
+        """Where a newly connected channel publishes its protocol events: the bus, if they are recorded."""
+        if self.recorder is None or not self.recorder.open(key, gate):
+            return None
+        return ChannelPublisher(self.bus, key)
+
+    @property
+    def traces(self) -> dict[ChannelKey, ChannelTrace]:
+        """The current book of channel traces (empty unless the run is traced)."""
+        return self.recorder.traces if self.recorder is not None else {}
+
+    @property
+    def trace_archive(self) -> list[dict[ChannelKey, ChannelTrace]]:
+        """Earlier books of channel traces (one closes at each restart from scratch or rescale)."""
+        return self.recorder.archive if self.recorder is not None else []
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
@@ -145,6 +181,8 @@ class Engine(CheckpointEffects):
         weights = [a[0] for a in actions]
         _, fn, arg = actions[self.chooser.choose(weights)]
         fn(arg)
+        if self.bus.wants(StepTaken):
+            self.bus.publish(StepTaken(self.step, self.attempt))
         self.step += 1
         return True
 
@@ -176,13 +214,14 @@ class Engine(CheckpointEffects):
                 continue
             w = slow if t.sid.vertex == slow_vertex else fast
             if t.direct_triggers and (t.is_source or t.finished
-                                      or self._snapshots_unaligned(t, t.direct_triggers[0])):
+                                      or self.checkpoints.snapshots_unaligned(t, t.direct_triggers[0])):
                 append((fast, self._do_direct_checkpoint, t))
             if t.is_source:
                 if not t.finished and t.output_available():
                     append((w, self._do_produce, t))
             else:
                 avail = None
+                head: QueueItem
                 for ch in t.channels:
                     if ch.blocked:
                         continue
@@ -196,7 +235,7 @@ class Engine(CheckpointEffects):
                         if not g.recovery_done and g.recovering():
                             continue
                         head = q[0]
-                    if head.__class__ is Buf:
+                    if type(head) is Buf:
                         if avail is None:
                             avail = t.output_available()
                         if not avail:
@@ -218,12 +257,11 @@ class Engine(CheckpointEffects):
             if not g.recovery_done and g.recovering():
                 continue
             head = q[0]
-            cls = head.__class__
-            if cls is Barrier and head.priority:
+            if type(head) is Barrier and head.priority:
                 append((fast, transmit, sp))
             elif sp.blocked:
                 continue
-            elif cls is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
+            elif type(head) is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
                 append((fast, transmit, sp))
         for note in self.notifications:
             append((fast, self._do_notify, note))
@@ -240,89 +278,27 @@ class Engine(CheckpointEffects):
         if src.exhausted():  # type: ignore[attr-defined]
             t.finish()
 
-    def _do_process(self, ch: Any) -> None:
-        t = ch.task
-        budget = self.scenario.schedule.records_per_action
-        if budget is None:
-            t.process(ch)
-            return
-        # A per-record cost: one action consumes up to ``budget`` records of this channel, across
-        # buffers (stopping at an event or a full output), so small buffers do not slow a consumer.
-        first = True
-        while budget > 0:
-            q = ch.recovered or ch.queue
-            if not first and (not q or not isinstance(q[0], Buf) or not t.readable(ch)):
-                return
-            is_buf = isinstance(q[0], Buf)
-            before = ch.processed
-            t.process(ch, budget)
-            done = ch.processed - before
-            if not is_buf or done == 0:
-                return  # an event is one action of its own
-            budget -= done
-            first = False
+    def _do_process(self, ch: InputChannel) -> None:
+        ch.task.process_budget(ch, self.scenario.schedule.records_per_action)
 
     def _do_flush(self, t: Task) -> None:
         t.flush()
 
     def _do_direct_checkpoint(self, t: Task) -> None:
-        """A task whose predecessors all finished is triggered like a source (FLIP-147).
-
-        Aligned, it snapshots once its remaining input is processed (it is finished); unaligned, at
-        once, with all of its queued input as input state: its producers sent everything, so the
-        cut of each input channel is at the end of that channel.
-        """
-        b = t.direct_triggers.pop(0)
-        if b.cp not in self.coordinator.pending or b.cp <= t.last_cp:
-            return  # aborted, or this task already took the snapshot (a barrier got here first)
-        if not self.rules.trigger_reaches_task(t):
-            return
-        unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(t, b)
-        snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
-
-    def _snapshots_unaligned(self, t: Task, b: Barrier) -> bool:
-        """Whether a directly triggered task may snapshot before its input is processed: only
-        unaligned, and only if none of its inputs is forced aligned (no channel state on
-        pointwise, broadcast or custom edges, facts §3.7)."""
-        opts = self.coordinator.options(b.cp)
-        unaligned = opts == "unaligned" or (opts == "timeoutable" and self.timed_out(b.cp))
-        return unaligned and all(self.edge_unaligned[ch.edge] for ch in t.channels)
+        self.checkpoints.direct_checkpoint(t)
 
     def _can_transmit(self, sp: OutputSubpartition) -> bool:
-        head = sp.queue[0]
-        ch = sp.channel
-        if ch.gate.recovering():
-            return False
-        if isinstance(head, Barrier) and head.priority:
-            return True
-        if sp.blocked:
-            return False
-        if isinstance(head, Buf):
-            return ch.gate.can_receive(ch)
-        return True
+        return can_transmit(sp)
 
     def _transmit(self, sp: OutputSubpartition) -> None:
-        """Per-record network cost (schedule.records_per_action): one action sends queued buffers,
-        each with its credit, while their records fit in the budget (always at least one item)."""
-        budget = self.scenario.schedule.records_per_action or 0
-        while True:
-            head = sp.queue[0]
-            self._do_transmit(sp)
-            if not isinstance(head, Buf):
-                return  # an event is one action of its own
-            budget -= len(head.recs)
-            nxt = sp.queue[0] if sp.queue else None
-            if not isinstance(nxt, Buf) or len(nxt.recs) > budget or not self._can_transmit(sp):
-                return
+        transmit_budget(self, sp, self.scenario.schedule.records_per_action or 0)
 
     def _do_transmit(self, sp: OutputSubpartition) -> None:
         deliver_head(self, sp)
 
     def _do_notify(self, note: tuple[Task, int]) -> None:
         self.notifications.remove(note)
-        t, cp = note
-        if t.vertex.kind == "sink":
-            t.op.notify_complete(cp)  # type: ignore[attr-defined]
+        notify_complete(note)
 
     # ------------------------------------------------------------------ timers
     def _fire_timers(self) -> None:
@@ -336,27 +312,19 @@ class Engine(CheckpointEffects):
                 self.fail(f.target, failure_index=i)
                 return
         c.expire(self.step)
-        if c.job_failure is not None:  # CheckpointFailureManager failed the job: a global failover
+        if self.job_failover is not None:  # CheckpointFailureManager failed the job: a global failover
             self.checkpoint_failovers.append(self.step)
             if c.failure_manager.job_failed_over():
                 raise InvariantViolation("LIVENESS", f"restart loop: failed checkpoints failed the job over "
-                                         f"{c.failure_manager.failovers_in_a_row} times in a row ({c.job_failure})")
-            self.fail("job: " + c.job_failure)
+                                         f"{c.failure_manager.failovers_in_a_row} times in a row ({self.job_failover})")
+            self.fail("job: " + self.job_failover)
             return
         for _ in range(c.savepoints.take_due(self.step)):
             if all(map(Task.terminated, self.tasks.values())):
                 self.event("savepoint_skipped", "the job has finished")
             else:
                 self.trigger_checkpoint("savepoint")
-        for cp, p in list(c.pending.items()):
-            if p.options == "timeoutable" and not p.timeout_fired and self.timed_out(cp):
-                p.timeout_fired = True
-                self.event("alignment_timeout", f"checkpoint {cp}")
-                for t in self.tasks.values():
-                    convert_timed_out_barrier(t, cp)
-                for t in self.tasks.values():
-                    if cp in c.pending:
-                        t.handler = t.handler.alignment_timeout(t, cp)
+        self.checkpoints.fire_alignment_timeouts()
         if c.pending and self.step < self.next_trigger:
             return  # neither branch below can fire (the common step)
         all_done = all(map(Task.terminated, self.tasks.values()))
@@ -382,16 +350,48 @@ class Engine(CheckpointEffects):
         return min(future) if future else None
 
     def _sinks_pending(self) -> bool:
-        return any(t.vertex.kind == "sink" and t.op.pending for t in self.tasks.values())  # type: ignore[attr-defined]
+        return any(t.vertex.kind is VertexKind.SINK and t.op.pending for t in self.tasks.values())  # type: ignore[attr-defined]
 
     def _job_done(self) -> bool:
         return (all(t.terminated() for t in self.tasks.values()) and not self._sinks_pending()
                 and not self.notifications and not self.coordinator.pending)
 
-    # ------------------------------------------------------------------ failures
+    # ------------------------------------------------------------------ checkpoints and failures
+    def trigger_checkpoint(self, kind: str = "checkpoint") -> int:
+        return self.checkpoints.trigger(kind)
+
+    def inflight_bytes(self) -> int:
+        return inflight_records(self.subpartitions) * self.scenario.network.record_bytes
+
+    def _schedule_failures_after(self, e: CheckpointCompleted) -> None:
+        for i, f in enumerate(self.scenario.failures):
+            if f.after_checkpoint == e.done.cp and i not in self.fired_failures and i not in self.failure_due:
+                self.failure_due[i] = self.step + f.delay
+
+    # Recovery's doors: a failover asks the engine to start an attempt and rebuild (all or a region).
+    def start_attempt(self, region: frozenset[SubtaskId] | None) -> None:
+        """A new attempt restarts ``region`` (every subtask when None): completion notifications to
+        restarted subtasks are dropped, and the next checkpoint is an interval away."""
+        self.restarts += 1
+        self.attempt += 1
+        self.notifications = [] if region is None else [(t, cp) for t, cp in self.notifications if t.sid not in region]
+        self.next_trigger = self.step + self.scenario.checkpoint.interval
+
+    def rebuild(self, restored: CompletedCheckpoint | None, new_parallelism: dict[str, int] | None) -> None:
+        self._build(restored, new_parallelism)
+
+    def redeploy(self, region: frozenset[SubtaskId]) -> None:
+        self.tasks, self.subpartitions = redeploy_region(self, region)
+
+    def _request_job_failover(self, reason: str) -> None:
+        """The coordinator's fail-job callback: the first reason stands until a global failover."""
+        if self.job_failover is None:
+            self.job_failover = reason
+
     def fail(self, target: str, failure_index: int | None = None) -> None:
         """Region failover (the default) or global failover, from the latest completed checkpoint."""
-
-        note_failure(self, target)
-        failover(self, target, failure_index)
+        during = any(ch.recovered for t in self.tasks.values() for ch in t.channels)
+        self.bus.publish(FailureHappened(target, bool(self.storage.retained_ids()), during, self.step))
+        if failover(self, target, failure_index):
+            self.job_failover = None  # a global failover is the one the coordinator asked for
 

@@ -19,8 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
-from cutcheck.model.kinds import RestoreMode
-from cutcheck.reference.core.seams import seam
+from cutcheck.model.kinds import CheckpointKind, RestoreMode, VertexKind
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, ResubmitFrom, StorageConfig, restore_section
@@ -28,6 +27,7 @@ from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 from cutcheck.reference.storage.meta import referenced_files
+from cutcheck.reference.storage.rules import first_checkpoint_id_after_restore
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -55,7 +55,7 @@ def resubmit_target(storage: FsCheckpointStorage, source: ResubmitFrom, savepoin
     """The directory a resubmitted job restores from: the ended job's latest retained checkpoint, or
     the latest of its completed ``savepoints`` (ids) still on disk; None when it has none."""
     if source is ResubmitFrom.CHECKPOINT:
-        held = [h for h in storage.held if h.kind == "checkpoint"]
+        held = [h for h in storage.held if h.kind == CheckpointKind.CHECKPOINT]
         return held[-1].path if held else None
     # A savepoint leaves the completed-checkpoint store when a later checkpoint subsumes it, but its
     # self-contained directory stays (it is the user's): find it by the job and id its metadata names.
@@ -65,16 +65,9 @@ def resubmit_target(storage: FsCheckpointStorage, source: ResubmitFrom, savepoin
         if not (name.startswith(prefix) and os.path.exists(os.path.join(directory, METADATA))):
             continue
         refs = referenced_files(directory)
-        if refs.job == storage.job and refs.kind == "savepoint" and refs.id in savepoints and refs.id > best[0]:
+        if refs.job == storage.job and refs.kind == CheckpointKind.SAVEPOINT and refs.id in savepoints and refs.id > best[0]:
             best = (refs.id, directory)
     return best[1]
-
-
-@seam
-def first_checkpoint_id_after_restore(restored: int) -> int:
-    """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
-    restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
-    return restored + 1
 
 
 def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
@@ -85,11 +78,10 @@ def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
     if unknown:
         raise StorageError(f"checkpoint {done.cp} holds state of vertex(es) {', '.join(unknown)}, which the scenario's "
                            f"graph does not have; restore it with the graph it was taken with.")
-    engine.coordinator.next_id = engine.rules.first_checkpoint_id_after_restore(done.cp)
-    engine.coordinator._last_completed = done.cp  # the committers re-commit N's transactions on restore
-    engine.attempt = done.attempt + 1
+    # The committers re-commit N's transactions on restore; the engine's attempt follows N's.
+    engine.coordinator.resume_after(done.cp, engine.rules[first_checkpoint_id_after_restore](done.cp))
     for sid, snap in done.tasks.items():
-        if graph.vertex(sid.vertex).kind == "sink":
+        if graph.vertex(sid.vertex).kind is VertexKind.SINK:
             for _cp, txn in snap.operator.get("pending", []):
                 engine.store.committed.add(txn)
     credit_earlier_output(engine, done)
@@ -98,9 +90,9 @@ def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
 def copies_from(graph: JobGraph, vertex: str, rid: int) -> int:
     """Committed copies one record at ``vertex`` still makes (reference.runtime.records.routes, from the middle)."""
     v = graph.vertex(vertex)
-    if v.kind == "filter" and not filter_keeps(rid, v.drop_every):
+    if v.kind is VertexKind.FILTER and not filter_keeps(rid, v.drop_every):
         return 0
-    if v.kind == "sink":
+    if v.kind is VertexKind.SINK:
         return 1
     return sum((graph.vertex(e.target).parallelism if e.partitioner == "broadcast" else 1)
                * copies_from(graph, e.target, rid) for e in graph.out_edges(vertex))
@@ -123,7 +115,7 @@ def credit_earlier_output(engine: Engine, done: CompletedCheckpoint) -> None:
         still_to_come[rec[RID]] += copies_from(graph, target, rec[RID])
     read: dict[str, dict[int, int]] = {}
     for sid, snap in done.tasks.items():
-        if graph.vertex(sid.vertex).kind == "source":
+        if graph.vertex(sid.vertex).kind is VertexKind.SOURCE:
             for split, offset in snap.operator.get("splits", []):
                 read.setdefault(sid.vertex, {})[split] = offset
     for name, layout in engine.expect.layouts.items():

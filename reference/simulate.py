@@ -20,12 +20,13 @@ from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.checks.oracle import ExactlyOnce
-from cutcheck.reference.checks.tracing import write_traces
+from cutcheck.reference.checks.tracing import ChannelKey, ChannelTrace, write_traces
 from cutcheck.reference.logs import RunLogWriter
 from cutcheck.reference.resubmit import ResubmitPlan
 from cutcheck.reference.run_storage import open_storage
 from cutcheck.reference.runtime.scheduler import Chooser
-from cutcheck.reference.scenario import Scenario, check_budgets
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.scenario_limits import check_budgets
 from cutcheck.reference.storage.config import resubmit_section
 
 VERSION = "0.1.0"
@@ -46,12 +47,15 @@ class RunResult:
     restarts: int
     restores: list[dict[str, Any]] = field(default_factory=list)
     replay: str = ""
-    traces: list[dict[tuple[int, int, int], list]] = field(default_factory=list)
+    traces: list[dict[ChannelKey, ChannelTrace]] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
     coverage: Any = None  # the engine's reference.core.coverage.Coverage (never written into the logs)
     checkpoint_failovers: list[int] = field(default_factory=list)  # steps where failed checkpoints failed the job
+    # The snapshot this job started from (a resubmit's second job, ``--restore``), None when it started
+    # empty: the trace model cannot follow such a job (reference.judge), so it says which one it was.
+    started_from: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -159,8 +163,11 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
         if logs is not None:
             logs.discard()  # never a half-written run directory left behind (failure or Ctrl-C)
         raise
+    if restored is not None:
+        result.started_from = f"the {restored.kind} {restored.cp} it restored"
     if plan is not None and plan.target is not None:  # the first job's logs were discarded: the directory is the second's
         result = plan.second_job(scenario, result, run, checkpoint_dir=checkpoint_dir, out_dir=out_dir, force=force)
+        result.started_from = f"the first job's {Path(plan.target).name} (the job was resubmitted from it)"
     run_dir = result.run_dir
     result.replay = replay_command((run_dir / "scenario.json") if run_dir else "SCENARIO.json", scenario.seed,
                                    run_dir.parent / f"{run_dir.name}-replay" if run_dir else None)

@@ -21,6 +21,7 @@ from cutcheck.flink_bridge.hunt.risk import slow_of
 from cutcheck.model.errors import CutcheckError, RestoreRefused
 from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
+from cutcheck.reference.judge import Outcome, judge
 from cutcheck.reference.recovery.rescale_refusal import RefusalRule, refusal_rule
 
 ENGINE_CHECKPOINTS = 4  # the engine's interval: its checkpoint-free run split so that about this many complete
@@ -112,13 +113,17 @@ def predict(case: HuntCase) -> Prediction:
     if isinstance(result, RestoreRefused):
         return Prediction(str(result), edges, True, True)
     eo = result.exactly_once
-    pred = Prediction(None, edges, result.ok, eo.count_gaps == 0,
-                      {"exactly_once": eo.to_json(), "violations": result.violations})
+    verdict = judge(result)  # the judgement simulate, fuzz and verify make of an engine run
+    pred = Prediction(None, edges, verdict.outcome is Outcome.HOLDS, eo.count_gaps == 0,
+                      {"exactly_once": eo.to_json(), "violations": result.violations, "verdict": verdict.to_json()})
     if result.never_fired["failures"]:
         pred.inconclusive = "the engine's run ended before its failure fired"
-    broken = [v for v in result.violations if v.get("invariant") != "EXACTLY_ONCE"]
-    if broken:  # the model's own run broke an invariant: no prediction, and a problem of the model to look at
-        pred.inconclusive = f"model problem: the engine's run broke {broken[0]['invariant']} ({broken[0].get('detail', '')[:160]})"
+    if verdict.outcome in (Outcome.VIOLATED, Outcome.UNJUDGED) and verdict.invariant != "EXACTLY_ONCE":
+        # the model's own run broke an invariant or did not finish: no prediction, and a problem of the model
+        broken = verdict.findings[0]
+        pred.inconclusive = f"model problem: the engine's run broke {broken['invariant']} ({broken.get('detail', '')[:160]})"
+    elif verdict.outcome is Outcome.RESTART_LOOP:  # the engine's job never ends, as Flink's would not: nothing to compare
+        pred.inconclusive = f"the engine's run is a restart loop: {verdict.reason[:160]}"
     return pred
 
 

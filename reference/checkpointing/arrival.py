@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from cutcheck.model.kinds import BarrierOption, CheckpointKind
 from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
@@ -22,7 +23,37 @@ from cutcheck.reference.runtime.network import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
+
+
+def can_transmit(sp: OutputSubpartition) -> bool:
+    """Whether the head of ``sp`` may cross now: a priority barrier always (unless the receiving gate
+    still recovers), anything else unless the sender is blocked, a data buffer only with a credit."""
+    head = sp.queue[0]
+    ch = sp.channel
+    if ch.gate.recovering():
+        return False
+    if isinstance(head, Barrier) and head.priority:
+        return True
+    if sp.blocked:
+        return False
+    if isinstance(head, Buf):
+        return bool(ch.gate.can_receive(ch))
+    return True
+
+
+def transmit_budget(engine: TaskRun, sp: OutputSubpartition, budget: int) -> None:
+    """Per-record network cost (schedule.records_per_action): one action sends queued buffers,
+    each with its credit, while their records fit in ``budget`` (always at least one item)."""
+    while True:
+        head = sp.queue[0]
+        deliver_head(engine, sp)
+        if not isinstance(head, Buf):
+            return  # an event is one action of its own
+        budget -= len(head.recs)
+        nxt = sp.queue[0] if sp.queue else None
+        if not isinstance(nxt, Buf) or len(nxt.recs) > budget or not can_transmit(sp):
+            return
 
 
 def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
@@ -33,8 +64,8 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
         ch.queue.append(head)
         sp.transmitted += len(head.recs)
         sp.partition.in_use -= 1
-        if sp.trace is not None:
-            sp.trace.append(("transmit", len(head.recs)))
+        if sp.events is not None:
+            sp.events.publish(("transmit", len(head.recs)))
         if ch.persisting is not None:
             snap = ch.task.snapshots.get(ch.persisting)
             if snap is not None:
@@ -44,41 +75,41 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
             ch.priority.append(head)
             ch.task.pending_priority += 1
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            engine.rules.stop_persisting_at(ch, head.cp)
-            if sp.trace is not None:
-                sp.trace.append(("priority_arrival", head.cp))
+            engine.rules[stop_persisting_at](ch, head.cp)
+            if sp.events is not None:
+                sp.events.publish(("priority_arrival", head.cp))
         else:
             ch.queue.append(head)
-            if head.options != "at_least_once":
+            if head.options != BarrierOption.AT_LEAST_ONCE:
                 sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
-            engine.rules.stop_persisting_at(ch, head.cp)
-            if sp.trace is not None:
-                sp.trace.append(("transmit_barrier", head.cp))
-            if head.options == "timeoutable":
+            engine.rules[stop_persisting_at](ch, head.cp)
+            if sp.events is not None:
+                sp.events.publish(("transmit_barrier", head.cp))
+            if head.options == BarrierOption.TIMEOUTABLE:
                 snap = sp.task.snapshots.get(head.cp)
                 if snap is not None:
                     snap.outputs_pending -= 1
-                    engine.maybe_acknowledge(sp.task, snap)
+                    engine.checkpoints.maybe_acknowledge(sp.task, snap)
     elif isinstance(head, EndOfChannelState):
         ch.queue.append(head)
         sp.blocked = True
     elif isinstance(head, EndOfPartition):
         ch.queue.append(head)
         ch.eop_arrived = True
-        if sp.trace is not None:
-            sp.trace.close()  # end of partition is outside the channel protocol: recording stops
+        if sp.events is not None:
+            sp.events.close()  # end of partition is outside the channel protocol: recording stops
         # An end of partition is the last thing on its channel: for an unaligned checkpoint
         # that is collecting barriers, everything queued ahead of it is pre-barrier (already
         # persisted) and the channel is done, as if its barrier had arrived.
         t = ch.task
         if isinstance(t.handler, CollectingBarriersUnaligned):
-            t.handler = t.handler.end_of_partition(t, ch)
+            t.handler = t.handler.end_of_partition(t.control, ch)
         elif isinstance(t.handler, WaitingForFirstBarrier) and all(c.eop_arrived or c.ended for c in t.channels):
             # Every producer finished after the trigger without a barrier for us: we are now a
             # task whose predecessors all finished, which Flink triggers directly (FLIP-147).
             for cp, p in sorted(engine.coordinator.pending.items()):
                 if cp > t.last_cp and cp not in t.snapshots and all(b.cp != cp for b in t.direct_triggers):
-                    t.direct_triggers.append(Barrier(cp, p.kind, p.options, p.trigger_step))
+                    t.direct_triggers.append(Barrier(cp, CheckpointKind(p.kind), BarrierOption(p.options), p.trigger_step))
 
 
 @seam

@@ -8,22 +8,61 @@ Modelled on Flink's ``SingleCheckpointBarrierHandler`` states (facts §3.4–§3
   has not arrived keep persisting their pre-barrier data as input state.
 * ``TrackingBarriers``: at-least-once; nothing blocks, the snapshot comes after the last barrier.
 
-Each method returns the next state. The task (``reference.runtime.tasks.Task``) supplies the effects:
-``take_snapshot``, ``capture_input_state``, ``block``/``unblock`` and ``acknowledge``.
+Each method returns the next state. A state sees its task only through ``BarrierController``, the
+handful of effects the rules need (``take_snapshot``, ``block``/``unblock_all``, ``decline`` …), as
+Flink's handler states see a ``CheckpointBarrierBehaviourController``; ``reference.runtime.tasks.Task``
+implements it.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.core.coverage import observe_handler_states
+from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
+
+
+class BarrierController(Protocol):
+    """What a handler state may see and do of its task, and nothing of the run."""
+
+    @property
+    def last_cp(self) -> int: ...  # the newest checkpoint this task snapshotted, declined or aborted
+
+    @property
+    def channels(self) -> list[InputChannel]: ...
+
+    def block(self, ch: InputChannel) -> None: ...
+
+    def resume(self, ch: InputChannel) -> None: ...
+
+    def unblock_all(self) -> None: ...
+
+    def stop_persisting(self) -> None: ...
+
+    def prioritise_queued_barriers(self, cp: int) -> set[int]: ...
+
+    def queued_barrier(self, cp: int) -> Barrier | None: ...
+
+    def all_received(self, received: set[int]) -> bool: ...
+
+    def eop_counts_as_barrier(self, ch: InputChannel) -> bool: ...
+
+    def timed_out(self, b: Barrier) -> bool: ...
+
+    def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
+                      first: InputChannel | None = None) -> None: ...
+
+    def input_side_done(self, cp: int) -> None: ...
+
+    def decline(self, cp: int, reason: str, cause: str) -> None: ...
+
+    def dispatched(self, state: str, event: str) -> None: ...
 
 
 @seam
@@ -34,52 +73,77 @@ def edge_carries_unaligned_barriers(job: JobGraph, edge: int) -> bool:
 
 
 @seam
-def barrier_options_on_edge(options: str, uc_capable: bool) -> str:
+def barrier_options_on_edge(options: BarrierOption, uc_capable: bool) -> BarrierOption:
     """The options a barrier carries on one output edge: the checkpoint's own on an edge that may be
     unaligned (and at-least-once everywhere); on any other edge unaligned and timeoutable barriers alike
     become forced aligned, so that they never overtake data there (``RecordWriterOutput.broadcastEvent``
     after FLINK-33693, facts §3.7)."""
-    return options if (uc_capable or options == "at_least_once") else "forced_aligned"
+    return options if (uc_capable or options == BarrierOption.AT_LEAST_ONCE) else BarrierOption.FORCED_ALIGNED
 
 
 @seam
-def end_of_partition_counts_as_barrier() -> bool:
-    """A channel's end of partition stands in for its barrier during alignment (FLIP-147, FLINK-21086)."""
+def trigger_reaches_task(task: Task) -> bool:
+    """A checkpoint trigger sent to a task is never silently lost: a task that finished its input in
+    between still snapshots (its final state, FLIP-147), as Flink's task either runs the trigger or
+    declines it so that the coordinator aborts the checkpoint (FLINK-23741)."""
     return True
 
 
 class HandlerState:
+    """A state; the four events are dispatched here, which publishes each dispatch (state, event) on the
+    run's bus for coverage, then runs the state's own ``on_*`` method."""
+
     cp: int = -1
 
-    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+    def barrier_received(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
+        _dispatched(task, self, "barrier_received")
+        return self.on_barrier(task, ch, b)
+
+    def alignment_timeout(self, task: BarrierController, cp: int) -> HandlerState:
+        _dispatched(task, self, "alignment_timeout")
+        return self.on_timeout(task, cp)
+
+    def end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
+        _dispatched(task, self, "end_of_partition")
+        return self.on_end_of_partition(task, ch)
+
+    def abort(self, task: BarrierController, cp: int) -> HandlerState:
+        _dispatched(task, self, "abort")
+        return self.on_abort(task, cp)
+
+    def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         raise NotImplementedError
 
-    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+    def on_timeout(self, task: BarrierController, cp: int) -> HandlerState:
         return self
 
-    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+    def on_end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
         return self
 
-    def abort(self, task: Task, cp: int) -> HandlerState:
+    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
         return self
+
+
+def _dispatched(task: BarrierController, state: HandlerState, event: str) -> None:
+    task.dispatched(type(state).__name__, event)
 
 
 class WaitingForFirstBarrier(HandlerState):
-    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+    def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp <= task.last_cp:
             task.resume(ch)  # a late barrier of a checkpoint this task finished or aborted
             return self
-        if b.options == "at_least_once":
+        if b.options == BarrierOption.AT_LEAST_ONCE:
             return TrackingBarriers().barrier_received(task, ch, b)
         if b.priority:  # an unaligned barrier (or one its sender converted on timeout)
             return CollectingBarriersUnaligned.start(task, b, first=ch)
         return CollectingBarriers(b).barrier_received(task, ch, b)
 
-    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
+    def on_timeout(self, task: BarrierController, cp: int) -> HandlerState:
         # Before any barrier was taken: announced (queued) barriers are prioritised and the
         # checkpoint continues unaligned (AlternatingWaitingForFirstBarrier.alignedCheckpointTimeout).
         queued = task.queued_barrier(cp)
-        if queued is None or queued.options != "timeoutable":
+        if queued is None or queued.options != BarrierOption.TIMEOUTABLE:
             return self
         return CollectingBarriersUnaligned.start(task, queued, first=None)
 
@@ -92,7 +156,7 @@ class CollectingBarriers(HandlerState):
         self.cp = b.cp
         self.received: set[int] = set()
 
-    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+    def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.unblock_all()
@@ -100,7 +164,7 @@ class CollectingBarriers(HandlerState):
         if b.cp < self.cp:
             task.resume(ch)
             return self
-        if b.priority and self.barrier.options == "timeoutable":
+        if b.priority and self.barrier.options == BarrierOption.TIMEOUTABLE:
             self.received.add(ch.index_in_task)
             return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
         task.block(ch)
@@ -114,23 +178,23 @@ class CollectingBarriers(HandlerState):
             return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
         return self
 
-    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
-        if task.engine.rules.end_of_partition_counts_as_barrier():
+    def on_end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
+        if task.eop_counts_as_barrier(ch):
             self.received.add(ch.index_in_task)
         return self._complete(task) if task.all_received(self.received) else self
 
-    def _complete(self, task: Task) -> HandlerState:
+    def _complete(self, task: BarrierController) -> HandlerState:
         task.take_snapshot(self.barrier, unaligned=False)
         task.unblock_all()
         task.input_side_done(self.cp)
         return WaitingForFirstBarrier()
 
-    def alignment_timeout(self, task: Task, cp: int) -> HandlerState:
-        if cp != self.cp or self.barrier.options != "timeoutable":
+    def on_timeout(self, task: BarrierController, cp: int) -> HandlerState:
+        if cp != self.cp or self.barrier.options != BarrierOption.TIMEOUTABLE:
             return self  # forced-aligned barriers never time out
         return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
 
-    def abort(self, task: Task, cp: int) -> HandlerState:
+    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
         if cp != self.cp:
             return self
         task.unblock_all()
@@ -146,7 +210,7 @@ class CollectingBarriersUnaligned(HandlerState):
         self.received = received
 
     @classmethod
-    def start(cls, task: Task, b: Barrier, first: InputChannel | None) -> HandlerState:
+    def start(cls, task: BarrierController, b: Barrier, first: InputChannel | None) -> HandlerState:
         received: set[int] = set() if first is None else {first.index_in_task}
         received |= task.prioritise_queued_barriers(b.cp)
         received |= {ch.index_in_task for ch in task.channels if ch.eop_arrived}  # see Engine._do_transmit
@@ -154,7 +218,7 @@ class CollectingBarriersUnaligned(HandlerState):
         return cls(b, received)._maybe_complete(task)
 
     @classmethod
-    def switch(cls, task: Task, b: Barrier, received: set[int]) -> HandlerState:
+    def switch(cls, task: BarrierController, b: Barrier, received: set[int]) -> HandlerState:
         """Aligned → unaligned on timeout (AlternatingCollectingBarriers.alignedCheckpointTimeout).
 
         Channels already blocked stay blocked until the checkpoint finishes at this task.
@@ -164,7 +228,7 @@ class CollectingBarriersUnaligned(HandlerState):
         task.take_snapshot(b, unaligned=True, received=received)
         return cls(b, received)._maybe_complete(task)
 
-    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+    def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.stop_persisting()
@@ -177,12 +241,12 @@ class CollectingBarriersUnaligned(HandlerState):
         ch.persisting = None
         return self._maybe_complete(task)
 
-    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+    def on_end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
         self.received.add(ch.index_in_task)
         ch.persisting = None
         return self._maybe_complete(task)
 
-    def _maybe_complete(self, task: Task) -> HandlerState:
+    def _maybe_complete(self, task: BarrierController) -> HandlerState:
         if not task.all_received(self.received):
             return self
         task.stop_persisting()
@@ -190,7 +254,7 @@ class CollectingBarriersUnaligned(HandlerState):
         task.input_side_done(self.cp)
         return WaitingForFirstBarrier()
 
-    def abort(self, task: Task, cp: int) -> HandlerState:
+    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
         if cp != self.cp:
             return self
         task.stop_persisting()
@@ -222,7 +286,7 @@ class TrackingBarriers(HandlerState):
     def __init__(self) -> None:
         self.pending: list[_Count] = []
 
-    def barrier_received(self, task: Task, ch: InputChannel, b: Barrier) -> HandlerState:
+    def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         count = next((c for c in self.pending if c.barrier.cp == b.cp), None)
         if count is None:
             newest = self.pending[-1].barrier.cp if self.pending else -1
@@ -235,7 +299,7 @@ class TrackingBarriers(HandlerState):
         count.received.add(ch.index_in_task)
         return self._complete(task, count) if task.all_received(count.received) else self
 
-    def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
+    def on_end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
         # Newest first, as the tracker does: the channel counts for each until one completes.
         for count in reversed(self.pending):
             count.received.add(ch.index_in_task)
@@ -243,18 +307,16 @@ class TrackingBarriers(HandlerState):
                 return self._complete(task, count)
         return self
 
-    def _complete(self, task: Task, count: _Count) -> HandlerState:
+    def _complete(self, task: BarrierController, count: _Count) -> HandlerState:
         del self.pending[: self.pending.index(count) + 1]  # it and every older one (now subsumed)
         task.take_snapshot(count.barrier, unaligned=False)
         task.input_side_done(count.barrier.cp)
         return self._idle()
 
-    def abort(self, task: Task, cp: int) -> HandlerState:
+    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
         self.pending = [c for c in self.pending if c.barrier.cp != cp]
         return self._idle()
 
     def _idle(self) -> HandlerState:
         return self if self.pending else WaitingForFirstBarrier()
 
-
-observe_handler_states(HandlerState)  # coverage: (state, event) of every dispatch, counted on engine.coverage

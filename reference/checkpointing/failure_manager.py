@@ -24,6 +24,8 @@ such a run as Flink's outcome, not a finding: ``reference.fuzzing.verdicts.resta
 
 from __future__ import annotations
 
+from cutcheck.model.kinds import CheckpointKind
+
 COUNTED = frozenset({"CHECKPOINT_EXPIRED", "CHECKPOINT_DECLINED", "IO_EXCEPTION", "CHECKPOINT_ASYNC_EXCEPTION"})
 REASONS = COUNTED | {"CHECKPOINT_SUBSUMED", "CHECKPOINT_DECLINED_SUBSUMED", "JOB_FAILURE", "JOB_FAILOVER_REGION", "TASK_FAILURE",
                      "CHECKPOINT_DECLINED_INPUT_END_OF_STREAM"}
@@ -50,7 +52,7 @@ class CheckpointFailureManager:
         """Count one failed checkpoint; True when the job must fail (the count exceeds the tolerance)."""
         if reason not in REASONS:
             raise ValueError(f"unknown checkpoint failure reason {reason!r}")
-        if kind == "savepoint" and not task_side:
+        if kind == CheckpointKind.SAVEPOINT and not task_side:
             return False  # a user's savepoint: failing the job over would not help it
         if cp <= self.last_succeeded:
             return False

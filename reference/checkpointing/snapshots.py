@@ -10,7 +10,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.model.kinds import BarrierOption
+from cutcheck.reference.checkpointing.barriers import barrier_options_on_edge
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.events.stream import SnapshotTaken
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 
@@ -52,14 +55,6 @@ def persisted_output(state: list[Buf]) -> list[Buf]:
 
 
 @seam
-def trigger_reaches_task(task: Task) -> bool:
-    """A checkpoint trigger sent to a task is never silently lost: a task that finished its input in
-    between still snapshots (its final state, FLIP-147), as Flink's task either runs the trigger or
-    declines it so that the coordinator aborts the checkpoint (FLINK-23741)."""
-    return True
-
-
-@seam
 def starts_persisting(ch: InputChannel) -> bool:
     """An unaligned snapshot starts persisting every input channel whose barrier has not come yet, a
     channel still replaying recovered state included: the buffers that reach it after its recovery and
@@ -67,18 +62,11 @@ def starts_persisting(ch: InputChannel) -> bool:
     return True
 
 
-@seam
-def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
-    """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
-    that checkpoint: the snapshot captured what was left of the recovered data when it was taken
-    (``capture_input``); only buffers arriving over the network are persisted as they come."""
-
-
 def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
     """Unconsumed recovered data, then queued data buffers before the barrier (facts §3.4)."""
     captured: list[Buf] = []
     pos = ch.head_pos
-    if task.engine.rules.captures_recovered_data():
+    if task.engine.rules[captures_recovered_data]():
         for buf in ch.recovered:
             piece = _slice_from(buf, pos, cut)
             pos = 0
@@ -101,21 +89,22 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     cp = b.cp
     task.last_cp = max(task.last_cp, cp)
     if unaligned and first is not None:
-        engine.rules.drain_before_unaligned_snapshot(task, first)
+        engine.rules[drain_before_unaligned_snapshot](task, first)
     snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)
-    # Alignment: the steps this task spent between its first barrier and its snapshot.
+    # Alignment: the steps this task spent between its first barrier and its snapshot, and the records
+    # it processed meanwhile (none for an unaligned snapshot at once): the checkpoint's statistics.
     first_step = task.first_barrier.pop(cp, engine.step)
-    engine.alignment_steps[cp] = engine.alignment_steps.get(cp, 0) + engine.step - first_step
     before = task.processed_at_first_barrier.pop(cp, None)
-    if before is not None:  # records processed during alignment (none for an unaligned snapshot at once)
-        processed = sum(ch.processed for ch in task.channels) - before
-        engine.aligned_processed[cp] = engine.aligned_processed.get(cp, 0) + processed
+    processed = 0 if before is None else sum(ch.processed for ch in task.channels) - before
+    engine.coordinator.note_alignment(cp, engine.step - first_step, processed)
+    if engine.bus.wants(SnapshotTaken):
+        engine.bus.publish(SnapshotTaken(task.sid, cp, unaligned, direct, engine.step - first_step, processed, engine.step))
     for ch in task.channels:
         key = task.channel_key(ch)
         snap.processed[key] = ch.processed
         if not unaligned:
             continue
-        if not engine.rules.captures_input_channel(ch):
+        if not engine.rules[captures_input_channel](ch):
             continue
         if direct:
             # Triggered directly (every producer finished and sent all it had): no barrier will come,
@@ -124,7 +113,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             continue
         known = ch.barrier_arrived == cp
         snap.input_state[key] = capture_input(task, ch, ch.barrier_cut if known else None)
-        if not known and not ch.ended and not ch.eop_arrived and engine.rules.starts_persisting(ch):
+        if not known and not ch.ended and not ch.eop_arrived and engine.rules[starts_persisting](ch):
             ch.persisting = cp  # until this channel's barrier arrives (or its end of partition)
     task.snapshots[cp] = snap
     pre_barrier = getattr(task.op, "pre_barrier", None)
@@ -132,7 +121,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
         pre_barrier(cp)
     options = engine.coordinator.options(cp)
     for p in task.partitions:
-        uc_capable = engine.edge_unaligned[p.edge]
+        uc_capable = p.unaligned_capable
         for sp in p.subpartitions:
             task.finish_buffer(sp)
             key = (p.edge, task.sid.index, sp.consumer)
@@ -144,8 +133,8 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
                 # the cut and there is no output state.
                 snap.output_state[key] = []
                 continue
-            opts = engine.rules.barrier_options_on_edge(options, uc_capable)
-            priority = opts == "unaligned" or (opts == "timeoutable" and engine.timed_out(cp))
+            opts = engine.rules[barrier_options_on_edge](options, uc_capable)
+            priority = opts == BarrierOption.UNALIGNED or (opts == BarrierOption.TIMEOUTABLE and engine.coordinator.timed_out(cp))
             if task.finished and not priority:
                 # Finished, its data and end of partition still queued: in order, the end of
                 # partition comes where the barrier would, and stands in for it. (A barrier put
@@ -156,29 +145,29 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)
             if priority:
                 state = [Buf(list(x.recs), x.seq0, x.origin) for x in sp.queue if isinstance(x, Buf)]
-                if not engine.rules.captures_recovered_data():
+                if not engine.rules[captures_recovered_data]():
                     state = [x for x in state if x.seq0 >= sp.recovered_end]
-                snap.output_state[key] = engine.rules.persisted_output(state)
+                snap.output_state[key] = engine.rules[persisted_output](state)
                 barrier.cut = sp.transmitted
                 at = 0
-                while at < len(sp.queue) and isinstance(sp.queue[at], Barrier) and sp.queue[at].priority:
+                while at < len(sp.queue) and isinstance(ahead := sp.queue[at], Barrier) and ahead.priority:
                     at += 1
                 sp.queue.insert(at, barrier)
             else:
                 barrier.cut = sp.emitted
                 snap.output_state[key] = []
                 sp.queue.append(barrier)
-                if opts == "timeoutable":
+                if opts == BarrierOption.TIMEOUTABLE:
                     snap.outputs_pending += 1
-            if sp.trace is not None:
-                sp.trace.append(("snapshot_up", cp, "unaligned" if priority else "aligned"))
+            if sp.events is not None:
+                sp.events.publish(("snapshot_up", cp, "unaligned" if priority else "aligned"))
     snap.operator = task.op.snapshot()
     for ch in task.channels:
-        if ch.sender is not None and ch.sender.trace is not None:
-            ch.sender.trace.append(("snapshot_down", cp))
+        if ch.sender is not None and ch.sender.events is not None:
+            ch.sender.events.publish(("snapshot_down", cp))
     if not task.channels or direct:
         snap.input_done = True
-        engine.maybe_acknowledge(task, snap)
+        engine.checkpoints.maybe_acknowledge(task, snap)
     return snap
 
 
@@ -188,21 +177,21 @@ def convert_timed_out_barrier(task: Task, cp: int) -> None:
     for p in task.partitions:
         for sp in p.subpartitions:
             for at, item in enumerate(sp.queue):
-                if isinstance(item, Barrier) and item.cp == cp and not item.priority and item.options == "timeoutable":
+                if isinstance(item, Barrier) and item.cp == cp and not item.priority and item.options == BarrierOption.TIMEOUTABLE:
                     ahead = [x for x in list(sp.queue)[:at] if isinstance(x, Buf)]
                     del sp.queue[at]
                     item.priority, item.cut = True, sp.transmitted
                     front = 0
-                    while front < len(sp.queue) and isinstance(sp.queue[front], Barrier) and sp.queue[front].priority:
+                    while front < len(sp.queue) and isinstance(first := sp.queue[front], Barrier) and first.priority:
                         front += 1
                     sp.queue.insert(front, item)
                     if snap is not None:
                         key = (p.edge, task.sid.index, sp.consumer)
                         state = [Buf(list(x.recs), x.seq0, x.origin) for x in ahead]
-                        snap.output_state[key] = task.engine.rules.persisted_output(state)
+                        snap.output_state[key] = task.engine.rules[persisted_output](state)
                         snap.outputs_pending -= 1
-                    if sp.trace is not None:
-                        sp.trace.append(("timeout_switch", cp))
+                    if sp.events is not None:
+                        sp.events.publish(("timeout_switch", cp))
                     break
     if snap is not None:
-        task.engine.maybe_acknowledge(task, snap)
+        task.engine.checkpoints.maybe_acknowledge(task, snap)

@@ -10,21 +10,33 @@ the judgement of restores in reference.checks.restore_judgement.
 from __future__ import annotations
 
 from collections import Counter
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.invariants import cut_holds
 from cutcheck.model.keygroups import operator_index
+from cutcheck.model.kinds import CheckpointKind, CheckpointMode, VertexKind
 from cutcheck.model.partitioning import supports_unaligned
+from cutcheck.reference.core.doors import RunContext
+from cutcheck.reference.runtime.operators import KeyedOperator
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RunContext
-    from cutcheck.reference.storage.memory import CompletedCheckpoint
+    from cutcheck.reference.runtime.network import Buf
+    from cutcheck.reference.runtime.tasks import Task
+    from cutcheck.reference.storage.memory import CheckpointStorage, CompletedCheckpoint
 
 
-def _ranges(bufs: list) -> list[tuple[int, int]]:
+
+class CheckedRun(RunContext, Protocol):
+    """The run as its checks see it (checks.run_checks): the tasks and the checkpoint storage they judge."""
+
+    tasks: dict[SubtaskId, Task]
+    storage: CheckpointStorage
+    edge_unaligned: dict[int, bool]
+
+def _ranges(bufs: list[Buf]) -> list[tuple[int, int]]:
     return [(b.seq0, b.seq0 + len(b.recs)) for b in bufs]
 
 
@@ -64,55 +76,23 @@ def cut_holds_ranges(pieces: list[tuple[int, int]], emitted: int) -> bool:
     return expect == emitted
 
 
-def cut_holds_records(processed: int, input_state: list, output_state: list, emitted: int) -> bool:
+def cut_holds_records(processed: int, input_state: list[Buf], output_state: list[Buf], emitted: int) -> bool:
     """The same check through the model's own CUT function (used by tests on small runs)."""
-    seq = lambda bufs: [b.seq0 + i for b in bufs for i in range(len(b.recs))]  # noqa: E731
-    return cut_holds(list(range(processed)), seq(input_state), seq(output_state), list(range(emitted)))
+    def seq(bufs: list[Buf]) -> list[int]:
+        return [b.seq0 + i for b in bufs for i in range(len(b.recs))]
+
+    holds: bool = cut_holds(list(range(processed)), seq(input_state), seq(output_state), list(range(emitted)))
+    return holds
 
 
-def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -> dict[str, frozenset[int]]:
-    """Edges into keyed vertices on which ORDER is promised.
-
-    The promise holds on an edge when its producer receives each source's records along a single
-    path (with several paths, copies of different paths interleave legitimately) and each of its
-    subtasks receives a given key and split over one channel, in order (FIFO). A split reaches
-    several subtasks of a vertex after a spreading exchange (rebalance, shuffle, rescale,
-    broadcast); from there only forward keeps one channel per subtask, and any other exchange lets
-    slices of the split arriving from different subtasks interleave. ``broken`` names vertices
-    whose order a restore merged (reference.recovery.rescale); everything downstream of them loses it too.
-    """
-    spreading = {"rebalance", "shuffle", "rescale", "broadcast"}
-    paths: dict[str, dict[str, int]] = {}
-    spread: dict[str, bool] = {}  # a key and split may reach more than one subtask
-    fifo: dict[str, bool] = {}  # every subtask receives each key and split over one channel, in order
-    for vid in graph.topological_order():
-        v = graph.vertex(vid)
-        ins = graph.in_edges(vid)
-        counts: dict[str, int] = {vid: 1} if v.kind == "source" else {}
-        for e in ins:
-            for src, n in paths[e.source].items():
-                counts[src] = counts.get(src, 0) + n
-        paths[vid] = counts
-        spread[vid] = any(e.partitioner in spreading or (e.partitioner == "forward" and spread[e.source]) for e in ins)
-        fifo[vid] = vid not in broken and all(
-            fifo[e.source] and (not spread[e.source] or e.partitioner == "forward") for e in ins
-        )
-    out: dict[str, frozenset[int]] = {}
-    for v in graph.vertices:
-        if v.kind in ("keyed_count", "broadcast_state"):
-            out[v.id] = frozenset(e.key for e in graph.in_edges(v.id)
-                                  if fifo[e.source] and all(n <= 1 for n in paths[e.source].values()))
-    return out
-
-
-def check_completed_checkpoint(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_completed_checkpoint(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """The invariants of one completed checkpoint beyond CUT: ALIGNED_EDGE, then BROADCAST_STATE
     (channel state on a broadcast edge is the cause when broadcast copies diverge: named first)."""
     check_aligned_edges(engine, done)
     check_broadcast_state(engine, done)
 
 
-def check_broadcast_state(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_broadcast_state(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """BROADCAST_STATE: every subtask of a broadcast_state vertex snapshots the same broadcast state.
 
     Flink writes broadcast state once per subtask and a restore hands each new subtask one old
@@ -121,10 +101,10 @@ def check_broadcast_state(engine: RunContext, done: CompletedCheckpoint) -> None
     promised in ``at_least_once`` mode, where barriers do not block and a subtask may apply a
     broadcast element of the next checkpoint before its snapshot.
     """
-    if engine.scenario.checkpoint.mode == "at_least_once":
+    if engine.scenario.checkpoint.mode == CheckpointMode.AT_LEAST_ONCE:
         return
     for v in engine.graph.vertices:
-        if v.kind != "broadcast_state":
+        if v.kind is not VertexKind.BROADCAST_STATE:
             continue
         copies = [done.tasks[SubtaskId(v.id, i)].operator.get("broadcast", []) for i in range(done.parallelism[v.id])]
         for i, copy in enumerate(copies[1:], start=1):
@@ -150,13 +130,13 @@ def may_hold_channel_state(graph: JobGraph, mode: str, kind: str) -> dict[int, b
     aligned, facts §4.2); and an edge into a consumer with any pointwise, broadcast or custom input
     never carries unaligned barriers (facts §4.6).
     """
-    if kind == "savepoint" or mode not in UNALIGNED_MODES:
+    if kind == CheckpointKind.SAVEPOINT or mode not in UNALIGNED_MODES:
         return {e.key: False for e in graph.edges}
     ok_target = {v.id: all(supports_unaligned(e.partitioner) for e in graph.in_edges(v.id)) for v in graph.vertices}
     return {e.key: ok_target[e.target] for e in graph.edges}
 
 
-def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
+def check_aligned_edges(engine: CheckedRun, done: CompletedCheckpoint) -> None:
     """ALIGNED_EDGE: no channel state, on either side, of an edge Flink keeps aligned, nor in any
     checkpoint Flink takes aligned (every savepoint; every checkpoint of an aligned or
     at-least-once job)."""
@@ -168,7 +148,7 @@ def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
                 if bufs and not allowed[key[0]]:
                     edge = engine.graph.edge(key[0])
                     why = (f"edge {key[0]} ({edge.partitioner} into {edge.target}) is kept aligned"
-                           if done.kind != "savepoint" and mode in UNALIGNED_MODES
+                           if done.kind != CheckpointKind.SAVEPOINT and mode in UNALIGNED_MODES
                            else f"a {done.kind} in {mode} mode persists none")
                     raise InvariantViolation(
                         "ALIGNED_EDGE",
@@ -177,7 +157,7 @@ def check_aligned_edges(engine: RunContext, done: CompletedCheckpoint) -> None:
                     )
 
 
-def check_key_group_ranges(engine: RunContext) -> None:
+def check_key_group_ranges(engine: CheckedRun) -> None:
     """OWNERSHIP, for the ranges themselves: the key-group ranges of a keyed vertex's subtasks split
     ``[0, max parallelism)`` with neither gap nor overlap, and each key group's range is the subtask the
     hash partitioner routes it to (``computeOperatorIndexForKeyGroup``). Checked whenever tasks are
@@ -185,7 +165,7 @@ def check_key_group_ranges(engine: RunContext) -> None:
     seen: dict[str, dict[int, int]] = {}
     for task in engine.tasks.values():
         op = task.op
-        if not getattr(op, "keyed", False):
+        if not isinstance(op, KeyedOperator):
             continue
         owners = seen.setdefault(task.sid.vertex, {})
         for kg in op.range:
@@ -195,7 +175,7 @@ def check_key_group_ranges(engine: RunContext) -> None:
             owners[kg] = task.sid.index
     for vertex, owners in seen.items():
         sample = next(t for t in engine.tasks.values() if t.sid.vertex == vertex)
-        max_p, p = sample.op.max_parallelism, sample.parallelism
+        max_p, p = sample.max_parallelism, sample.parallelism  # a task's is its operator's
         for kg in range(max_p):
             routed = operator_index(kg, max_p, p)
             if owners.get(kg) != routed:

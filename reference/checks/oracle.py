@@ -12,11 +12,13 @@ still be on its way); duplicates, phantoms, repeated counts and count 0 are faul
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.model.graph import JobGraph
-from cutcheck.reference.runtime.records import Expectations, filter_keeps
+from cutcheck.model.kinds import VertexKind
+from cutcheck.reference.runtime.records import Expectations, Record, filter_keeps
 
 
 @dataclass(slots=True)
@@ -50,13 +52,13 @@ class Oracle:
         self.labels: dict[str, tuple[str | None, str | None]] = {}
         # Set by reference.recovery.fanout once a restore changed a broadcast consumer's parallelism: the copies
         # a broadcast makes then depend on when each record crossed the edge, not on the graph alone.
-        self.copies_override: Any = None
+        self.copies_override: Callable[[str], tuple[int, bytes]] | None = None
         for v in graph.vertices:
-            if v.kind == "sink":
+            if v.kind is VertexKind.SINK:
                 counter = expect.count_groups.get(v.id)
                 self.labels[v.id] = (f"{counter}/{v.id}" if counter else None, v.id if v.id in expect.ordered_sinks else None)
 
-    def on_commit(self, rows: list[tuple], txn: str, sink_subtask: str, checkpoint: int, attempt: int, seq: int) -> None:
+    def on_commit(self, rows: list[Record], txn: str, sink_subtask: str, checkpoint: int, attempt: int, seq: int) -> None:
         sink = sink_subtask.rpartition("[")[0]
         counter, lane = self.labels[sink]
         counts, n = self.counts, len(self.counts)

@@ -15,7 +15,7 @@ deleted. Two promises reach further than the retained window:
   no claimed checkpoint owned it (a ``no_claim`` restore's files, another run's leftovers).
   This is reference.storage.inspection's orphan rule seen from the job that wrote the files.
 
-The watch is attached by the engine to an on-disk storage only; it reads the storage's store of
+The watch exists for an on-disk storage only (``checks.run_checks`` subscribes it); it reads the storage's store of
 completed checkpoints (``held``) and the disk, never the engine's state.
 """
 
@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
+from cutcheck.model.kinds import CheckpointKind
 from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import entropy_roots
@@ -61,18 +62,13 @@ class StorageWatch:
         self.not_ours = frozenset(self._scope_files()) - claimed
 
     @classmethod
-    def attach(cls, storage: object) -> StorageWatch | None:
-        """A watch for an on-disk storage (None for any other); the storage calls ``at_close``."""
-
-        if not isinstance(storage, FsCheckpointStorage):
-            return None
-        watch = cls(storage)
-        storage.watch = watch  # type: ignore[attr-defined]
-        return watch
+    def of(cls, storage: object) -> StorageWatch | None:
+        """A watch for an on-disk storage (None for any other); ``at_close`` runs when it reports closing."""
+        return cls(storage) if isinstance(storage, FsCheckpointStorage) else None
 
     # ------------------------------------------------------------------ hooks
     def on_complete(self, done: CompletedCheckpoint, subsumed: list[int]) -> None:
-        if done.kind == "savepoint":
+        if done.kind == CheckpointKind.SAVEPOINT:
             held = next(h for h in reversed(self.storage.held) if h.cp == done.cp)  # the latest is never subsumed
             self.kept.append(KeptSnapshot.of(held, f"savepoint {done.cp}"))
         if subsumed:

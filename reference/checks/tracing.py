@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import CheckpointMode
 from cutcheck.model.trace import ChannelChecker
+from cutcheck.reference.events.stream import (
+    ChannelClosed,
+    ChannelStep,
+    CheckpointAborted,
+    CheckpointCompleted,
+    EventBus,
+    Recovering,
+)
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.coverage import Coverage
@@ -22,7 +31,7 @@ if TYPE_CHECKING:
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
 
 
-class ChannelTrace(list):
+class ChannelTrace(list[tuple[Any, ...]]):
     """A list of protocol events (what the checker reads) plus, in parallel, the step of each."""
 
     def __init__(self, engine: TraceRun, key: ChannelKey, mode: str, gate: int):
@@ -42,7 +51,7 @@ class ChannelTrace(list):
     def close(self) -> None:
         self.closed = True
 
-    def append(self, event: tuple[Any, ...]) -> None:  # type: ignore[override]
+    def append(self, event: tuple[Any, ...]) -> None:
         if self.closed:
             return
         super().append(event)
@@ -53,56 +62,110 @@ class ChannelTrace(list):
 
 def channel_mode(engine: TraceRun, edge: int) -> str:
     """The protocol mode a channel runs: forced aligned where Flink never goes unaligned (facts §3.7)."""
-    mode = engine.scenario.checkpoint.mode
-    if mode in ("unaligned", "aligned_timeout") and not engine.edge_unaligned.get(edge, True):
-        return "aligned"
+    mode: str = engine.scenario.checkpoint.mode
+    if mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT) and not engine.edge_unaligned.get(edge, True):
+        return CheckpointMode.ALIGNED
     return mode
 
 
-def new_trace(engine: TraceRun, key: ChannelKey, gate: int) -> ChannelTrace | None:
-    if engine.trace_suspended:
-        return None
-    trace = engine.traces.get(key)
-    if trace is not None and trace.closed:
-        return None  # no more recording for this channel: see ChannelTrace.closed
-    if trace is None:
-        trace = engine.traces[key] = ChannelTrace(engine, key, channel_mode(engine, key[0]), gate)
-    return trace
+class TraceRecorder:
+    """Records the channel traces of a run from its event bus: the channels' protocol events
+    (``ChannelStep``) and what completions, aborts and restores mean for each channel.
 
+    ``books`` holds one book of traces per stretch of the run the protocol can follow: a restart from
+    scratch opens a new book; a rescale stops recording (rescaled channels start with in-flight data
+    of other channels, virtual channels, which a channel trace cannot account for).
+    """
 
-def on_complete(engine: TraceRun, done: Any) -> None:
-    """("complete", cp, observation): what the engine persisted for this channel, in protocol numbers."""
-    for key, trace in engine.traces.items():
-        if done.cp not in trace.started:
-            continue
-        edge, producer, consumer = key
-        down = done.tasks.get(_sid(engine, engine.graph.edge(edge).target, consumer))
-        up = done.tasks.get(_sid(engine, engine.graph.edge(edge).source, producer))
-        if down is None or up is None or key not in down.processed or key not in up.emitted:
-            continue
-        obs = {
-            "processed": trace.base + down.processed[key],
-            "input_state": sum(len(b.recs) for b in down.input_state.get(key, [])),
-            "output_state": sum(len(b.recs) for b in up.output_state.get(key, [])),
-            "sent": trace.base + up.emitted[key],
-        }
-        trace.append(("complete", done.cp, obs))
-        trace.completed[done.cp] = trace.base + down.processed[key]
+    def __init__(self, engine: TraceRun, bus: EventBus):
+        self.engine = engine
+        self.traces: dict[ChannelKey, ChannelTrace] = {}
+        self.archive: list[dict[ChannelKey, ChannelTrace]] = []
+        self.suspended = False
+        bus.subscribe(ChannelStep, self.on_step)
+        bus.subscribe(ChannelClosed, self.on_closed)
+        bus.subscribe(CheckpointCompleted, self.on_complete)
+        bus.subscribe(CheckpointAborted, self.on_abort)
+        bus.subscribe(Recovering, self.on_recovering)
 
+    def books(self) -> list[dict[ChannelKey, ChannelTrace]]:
+        return [*self.archive, self.traces]
 
-def on_abort(engine: TraceRun, cp: int) -> None:
-    for trace in engine.traces.values():
-        if cp in trace.started:
-            trace.append(("abort", cp))
+    def open(self, key: ChannelKey, gate: int) -> bool:
+        """A channel is deployed: whether its events are to be recorded (its trace is then open)."""
+        if self.suspended:
+            return False
+        trace = self.traces.get(key)
+        if trace is not None and trace.closed:
+            return False  # no more recording for this channel: see ChannelTrace.closed
+        if trace is None:
+            self.traces[key] = ChannelTrace(self.engine, key, channel_mode(self.engine, key[0]), gate)
+        return True
 
+    # ------------------------------------------------------------------ subscribers
+    def on_step(self, e: ChannelStep) -> None:
+        self.traces[e.key].append(e.event)
 
-def on_restore(engine: TraceRun, cp: int) -> None:
-    """After a restore each channel numbers its records from 0 again, starting with the restored
-    input state; in the protocol, numbering goes on from the consumer's snapshot point."""
-    for trace in engine.traces.values():
-        if not trace.closed:
-            trace.append(("restore", cp))
-            trace.base = trace.completed.get(cp, 0)
+    def on_closed(self, e: ChannelClosed) -> None:
+        self.traces[e.key].close()
+
+    def on_complete(self, e: CheckpointCompleted) -> None:
+        """("complete", cp, observation): what the engine persisted for this channel, in protocol numbers."""
+        done = e.done
+        graph = self.engine.graph
+        for key, trace in self.traces.items():
+            if done.cp not in trace.started:
+                continue
+            edge, producer, consumer = key
+            down = done.tasks.get(SubtaskId(graph.edge(edge).target, consumer))
+            up = done.tasks.get(SubtaskId(graph.edge(edge).source, producer))
+            if down is None or up is None or key not in down.processed or key not in up.emitted:
+                continue
+            obs = {
+                "processed": trace.base + down.processed[key],
+                "input_state": sum(len(b.recs) for b in down.input_state.get(key, [])),
+                "output_state": sum(len(b.recs) for b in up.output_state.get(key, [])),
+                "sent": trace.base + up.emitted[key],
+            }
+            trace.append(("complete", done.cp, obs))
+            trace.completed[done.cp] = trace.base + down.processed[key]
+
+    def on_abort(self, e: CheckpointAborted) -> None:
+        for trace in self.traces.values():
+            if e.cp in trace.started:
+                trace.append(("abort", e.cp))
+
+    def on_recovering(self, e: Recovering) -> None:
+        if e.region is not None:
+            self._restore_region(e.region, e.cp)
+        elif e.cp is None or e.rescaled:
+            self.archive.append(self.traces)
+            self.traces = {}
+            # A restart from scratch starts with empty channels, so recording simply begins again.
+            self.suspended = self.suspended or (e.rescaled and e.cp is not None)
+        else:
+            self._restore(e.cp)
+
+    def _restore(self, cp: int) -> None:
+        """After a restore each channel numbers its records from 0 again, starting with the restored
+        input state; in the protocol, numbering goes on from the consumer's snapshot point."""
+        for trace in self.traces.values():
+            if not trace.closed:
+                trace.append(("restore", cp))
+                trace.base = trace.completed.get(cp, 0)
+
+    def _restore_region(self, region: frozenset[SubtaskId], cp: int | None) -> None:
+        """The region's channels restore (as ``_restore`` does for all); a region that starts from
+        scratch has no restore event in the protocol, so its channels stop recording."""
+        graph = self.engine.graph
+        for (edge, _, consumer), trace in self.traces.items():
+            if SubtaskId(graph.edge(edge).target, consumer) not in region or trace.closed:
+                continue
+            if cp is None:
+                trace.close()
+            else:
+                trace.append(("restore", cp))
+                trace.base = trace.completed.get(cp, 0)
 
 
 def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None:
@@ -116,11 +179,6 @@ def write_traces(path: Any, books: list[dict[ChannelKey, ChannelTrace]]) -> None
                 for step, event in zip(trace.steps, trace, strict=True):
                     f.write(json.dumps({"book": book_index, "edge": edge, "producer": producer, "consumer": consumer,
                                         "step": step, "event": list(event)}) + "\n")
-
-
-def _sid(engine: TraceRun, vertex: str, index: int) -> Any:
-
-    return SubtaskId(vertex, index)
 
 
 @dataclass(slots=True)

@@ -1,20 +1,21 @@
 """What a run (or a whole campaign) exercised, cell by cell, so unreached cells can be named.
 
 A ``Coverage`` is a Counter of cells, each a tuple ``(family, what, how)``. The engine carries one as
-``engine.coverage`` and fills it while it runs through one-line hooks; a campaign merges the
-coverage of its runs. It is never written into a run's logs (the log fingerprints stay unchanged).
+``engine.coverage``, filled from the run's event bus (``reference.events.coverage``); a campaign merges
+the coverage of its runs. It is never written into a run's logs (the log fingerprints stay unchanged).
 
 Families and where they are filled:
 
 * ``handler`` (state class, event method): every dispatch to a barrier handler state
-  (``reference.checkpointing.barriers``, wrapped once by :func:`observe_handler_states`);
+  (``reference.checkpointing.barriers`` publishes each one);
 * ``rule`` (channel mode, protocol rule): the rules of ``model.protocol.ACTIONS`` that validated
   channel traces fired (:func:`validate_traces`);
 * ``mapper`` (SubtaskStateMapper, side): mappers that moved in-flight records of a side
   (``input``: the downstream mapper, ``output``: the upstream one) in a rescaled restore, read from
   the restore reports (:func:`note_restores`);
-* ``storage`` (transition, ""): on-disk storage transitions (``reference.storage.fs``);
-* ``failure`` (kind, ""): failures by what failed and what recovery then did (``note_failure``);
+* ``storage`` (transition, ""): on-disk storage transitions (``reference.storage.fs`` reports them);
+* ``failure`` (kind, ""): failures by what failed and what recovery then did (the engine's
+  ``FailureHappened``);
 * ``refusal`` (kind, ""): restores refused as Flink refuses them (``note_refusal``).
 
 ``UNIVERSE`` lists every cell; cells no run can reach by construction carry the reason.
@@ -22,9 +23,8 @@ Families and where they are filled:
 
 from __future__ import annotations
 
-import functools
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -172,52 +172,6 @@ class Coverage:
 
 
 # ----------------------------------------------------------------------------------- hooks
-def note(holder: Any, family: str, what: str, how: str = "") -> None:
-    """Count a cell on ``holder.coverage`` if it has one (storage objects bound to an engine do)."""
-    cov = getattr(holder, "coverage", None)
-    if cov is not None:
-        cov.hit(family, what, how)
-
-
-def observe_handler_states(base: type) -> None:
-    """Wrap the event methods of the handler state classes (``base`` and every class below it) once,
-    so each dispatch counts (state of ``self``, event) on ``task.engine.coverage``: one hook for
-    the many places that dispatch to a handler."""
-    for cls in (base, *_subclasses(base)):
-        for event in HANDLER_EVENTS:
-            method = cls.__dict__.get(event)
-            if method is not None and not getattr(method, "_covered", False):
-                setattr(cls, event, _counting(event, method))
-
-
-def _subclasses(cls: type) -> list[type]:
-    return [c for sub in cls.__subclasses__() for c in (sub, *_subclasses(sub))]
-
-
-def _counting(event: str, method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def counted(self: Any, task: Any, *args: Any) -> Any:
-        cov = getattr(task.engine, "coverage", None)
-        if cov is not None:
-            cov.hits["handler", type(self).__name__, event] += 1
-        return method(self, task, *args)
-
-    counted._covered = True  # type: ignore[attr-defined]
-    return counted
-
-
-def note_failure(engine: Any, target: str) -> None:
-    """What failed and what recovery will do (called before the failover changes anything)."""
-    cov = getattr(engine, "coverage", None)
-    if cov is None:
-        return
-    cov.hit("failure", "checkpoint-failure" if target.startswith("job:") else
-            "worker" if target.startswith("worker:") else "task")
-    cov.hit("failure", "from-checkpoint" if engine.storage.retained_ids() else "from-scratch")
-    if any(ch.recovered for t in engine.tasks.values() for ch in getattr(t, "channels", ())):
-        cov.hit("failure", "during-recovery")
-
-
 def note_refusal(cov: Coverage, message: str) -> None:
     cov.hit("refusal", "custom" if "custom edge" in message else "pointwise-or-broadcast")
 

@@ -6,17 +6,115 @@ signature how much of the run a function may touch. The doors nest: every room s
 the run-time and checkpointing rooms also see the tasks and the coordinator; recovery, which rebuilds
 the run, sees the most.
 
-Types of other rooms appear as ``Any``: this module imports nothing of the engine (it is the leaf
-room), only the model's rules.
+This module imports nothing of the engine (it is the leaf room), only the model: what every room
+reads of the scenario is stated here as read-only ``ScenarioView`` protocols. The wider doors live in
+the room that uses them, typed with the classes of the rooms below it: ``runtime.doors.TaskRun``
+(tasks, channels, the coordinator and controller as a task sees them),
+``checkpointing.coordinator.CoordinatorRun`` and ``CheckpointListener``,
+``checkpointing.controller.ControllerRun``, ``checks.invariants.CheckedRun`` and
+``recovery.doors.RecoveryRun``.
 """
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from collections.abc import Mapping, Sequence
+from typing import Protocol
 
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.inflight import NetworkConfig
 from cutcheck.reference.core.seams import Rules
+
+
+class CheckpointSection(Protocol):
+    """The scenario's ``checkpoint`` section (reference.scenario.CheckpointConfig)."""
+
+    @property
+    def mode(self) -> str: ...
+    @property
+    def interval(self) -> int: ...
+    @property
+    def timeout(self) -> int | None: ...
+    @property
+    def max_concurrent(self) -> int: ...
+    @property
+    def retained(self) -> int: ...
+    @property
+    def incremental(self) -> bool: ...
+    @property
+    def checkpoint_timeout(self) -> int: ...
+    @property
+    def tolerable_failed(self) -> int: ...
+
+
+class ScheduleSection(Protocol):
+    @property
+    def records_per_action(self) -> int | None: ...
+    @property
+    def slowdown(self) -> int: ...
+
+
+class TimedEvent(Protocol):
+    """A scheduled failure or savepoint: at a step, or ``delay`` steps after a checkpoint completed."""
+
+    @property
+    def at_step(self) -> int | None: ...
+    @property
+    def after_checkpoint(self) -> int | None: ...
+    @property
+    def delay(self) -> int: ...
+
+
+class FailureEntry(TimedEvent, Protocol):
+    @property
+    def target(self) -> str: ...
+
+
+class RescaleEntry(Protocol):
+    @property
+    def on_failure(self) -> int: ...
+    @property
+    def parallelism(self) -> dict[str, int]: ...
+
+
+class ScenarioView(Protocol):
+    """What the rooms read of a scenario (reference.scenario.Scenario)."""
+
+    @property
+    def seed(self) -> int: ...
+    @property
+    def workers(self) -> int | None: ...
+    @property
+    def checkpoint(self) -> CheckpointSection: ...
+    @property
+    def network(self) -> NetworkConfig: ...
+    @property
+    def schedule(self) -> ScheduleSection: ...
+    @property
+    def failures(self) -> Sequence[FailureEntry]: ...
+    @property
+    def rescales(self) -> Sequence[RescaleEntry]: ...
+    @property
+    def savepoints(self) -> Sequence[TimedEvent]: ...
+    @property
+    def extra(self) -> Mapping[str, object]: ...
+
+
+class Publisher(Protocol):
+    """The run's event bus as the rooms see it (reference.events.stream.EventBus): publish, and ask
+    whether anyone listens before building an event on a hot path."""
+
+    def publish(self, event: object) -> None: ...
+
+    def wants(self, kind: type[object]) -> bool: ...
+
+
+class ChannelEvents(Protocol):
+    """Where a channel's protocol events go when the run records them (the run's event bus)."""
+
+    def publish(self, event: tuple[object, ...]) -> None: ...
+
+    def close(self) -> None: ...
 
 
 class RunContext(Protocol):
@@ -24,81 +122,18 @@ class RunContext(Protocol):
 
     step: int
     attempt: int
-    scenario: Any  # reference.scenario.Scenario
     graph: JobGraph
     exec_graph: ExecutionGraph
     parallelism: dict[str, int]
     rules: Rules
 
+    @property
+    def scenario(self) -> ScenarioView: ...
+
     def event(self, kind: str, detail: str = "") -> None: ...
 
 
 class TraceRun(RunContext, Protocol):
-    """The trace recorder (checks.tracing) and the shuffle service that gives channels their traces."""
+    """The trace recorder (checks.tracing): which edges may carry unaligned barriers."""
 
-    tracing: bool
-    traces: dict[tuple[int, int, int], Any]
-    trace_suspended: bool
     edge_unaligned: dict[int, bool]
-
-
-class BarrierHandler(Protocol):
-    """A state of a task's barrier handler (checkpointing.barriers): each event returns the next state."""
-
-    def barrier_received(self, task: Any, ch: Any, b: Any) -> BarrierHandler: ...
-
-    def alignment_timeout(self, task: Any, cp: int) -> BarrierHandler: ...
-
-    def end_of_partition(self, task: Any, ch: Any) -> BarrierHandler: ...
-
-    def abort(self, task: Any, cp: int) -> BarrierHandler: ...
-
-
-class TaskRun(RunContext, Protocol):
-    """The run-time and checkpointing rooms: tasks, channels, the coordinator, the acknowledger, the
-    transaction store of the sinks, and the snapshot step a barrier handler triggers."""
-
-    tasks: dict[Any, Any]
-    subpartitions: list[Any]
-    coordinator: Any  # checkpointing.coordinator.Coordinator
-    store: Any  # runtime.sinks.TransactionStore
-    vertex_index: dict[str, int]
-    layouts: Any
-    order_edges: dict[str, frozenset[int]]
-    debloat: Any
-    coverage: Any  # core.coverage.Coverage
-    alignment_steps: dict[int, int]
-    inflight_at_trigger: dict[int, int]
-    aligned_processed: dict[int, int]
-    buffer_size_at_trigger: dict[int, int]
-
-    def new_barrier_handler(self) -> BarrierHandler: ...
-
-    def snapshot_task(self, task: Any, b: Any, *, unaligned: bool, received: set[int], first: Any,
-                      direct: bool = False) -> Any: ...
-
-    def maybe_acknowledge(self, task: Any, snap: Any) -> None: ...
-
-    def timed_out(self, cp: int) -> bool: ...
-
-    def check_cut(self, done: Any) -> None: ...
-
-    def on_complete(self, done: Any, subsumed: list[int]) -> None: ...
-
-    def on_abort(self, cp: int) -> None: ...
-
-
-class RecoveryRun(TaskRun, TraceRun, Protocol):
-    """Recovery rebuilds the run: it also sees the checkpoint storage, the pending notifications, the
-    trigger timer, the restart count and restore reports, the expectations and the oracle."""
-
-    storage: Any  # storage.memory.CheckpointStorage
-    notifications: list[tuple[Any, int]]
-    next_trigger: int
-    restarts: int
-    restore_reports: list[dict[str, Any]]
-    trace_archive: list[dict[tuple[int, int, int], Any]]
-    expect: Any
-    oracle: Any
-
-    def _build(self, restored: Any, new_parallelism: dict[str, int] | None = None) -> None: ...

@@ -39,6 +39,7 @@ from cutcheck.reference.fuzzing.verdicts import (
     FEATURE_CYCLE,
     FOCI,
     Verdict,
+    count_skips,
     run_scenario,
     scenario_of_seed,
     verdict_of_seed,
@@ -87,6 +88,7 @@ class CampaignResult:
     examples: int = 0
     refused: int = 0
     looped: int = 0  # jobs that restarted for ever on failed checkpoints, as Flink would
+    skipped: dict[str, int] = field(default_factory=dict)  # runs per check skipped and why (verdicts.count_skips)
     seconds: float = 0.0
     failure: Verdict | None = None  # the shrunk counterexample, if any
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # seed campaigns only
@@ -101,7 +103,8 @@ class CampaignResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scenarios_run": self.examples, "examples": self.examples, "refused": self.refused,
-                               "restart_loops": self.looped, "seconds": self.seconds, "covered": self.covered.to_json(),
+                               "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
+                               "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
@@ -263,6 +266,7 @@ class _Search:
             r.examples += 1
             r.refused += verdict.refused
             r.looped += verdict.looped
+            count_skips(r.skipped, verdict.to_json())
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
             if self.progress is not None:
@@ -300,7 +304,7 @@ class _Search:
 class _HypothesisDraw:
     __slots__ = ("data",)
 
-    def __init__(self, data: Any):
+    def __init__(self, data: st.DataObject):
         self.data = data
 
     def integer(self, lo: int, hi: int) -> int:
@@ -346,3 +350,4 @@ def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
     result.examples += 1
     result.refused += v["refused"]
     result.looped += v.get("looped", False)
+    count_skips(result.skipped, v)

@@ -5,6 +5,11 @@ walks the foci of ``verdicts.FOCI``, each a swarm mask with a few features force
 nobody has catalogued yet would be by ``cutcheck fuzz``. A kill counts only when the same scenario
 passes with the mutant switched off; when it fails so, the campaign found a fault of the engine (or
 the generator) itself, which is reported as a finding with its scenario, not as a kill.
+
+A run the judge leaves unjudged (``reference.judge``: it stopped at its step limit with nothing
+broken) is no kill by itself; it is one only when the same scenario without the mutant ends and holds
+within the same step limit: then the mutant is what keeps the job from finishing (LIVENESS; a lost
+trigger leaves a checkpoint waiting for ever, and no other check can see that).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from typing import Any
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.faults.catalogue import MUTANTS
 from cutcheck.reference.fuzzing.verdicts import run_scenario, scenario_of_seed, verdict_of_seed
+from cutcheck.reference.judge import Outcome
 
 
 @dataclass(slots=True)
@@ -54,6 +60,8 @@ def kill(mutant: str, *, seconds: float = 60.0, max_seeds: int = 100_000, first_
         # which the generator may draw differently: it allows batch jobs only without mutants).
         found = scenario_of_seed(s, (mutant,), extra_gen)
         clean = run_scenario(dict(found, mutants=[]))
+        if v.get("outcome") == Outcome.UNJUDGED.value and clean.judgement.outcome is not Outcome.HOLDS and clean.ok:
+            continue  # unjudged with the mutant, and without it the job does not end clean either: no kill
         if not clean.ok:
             return KillResult(mutant, False, time.monotonic() - start, n, "", s, clean.violations[0],
                               dict(found, mutants=[]))

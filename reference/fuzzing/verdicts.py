@@ -1,12 +1,12 @@
-"""The verdict of one fuzz scenario: the engine's checks, trace validation, and any exception a finding.
+"""The verdict of one fuzz scenario: the run, judged by ``reference.judge``; any exception a finding.
 
-Every fuzz and kill verdict runs the engine with channel tracing and replays the traces through
-the protocol's rule table (``checks.tracing``): a trace the protocol rejects is a ``TRACE``
-violation even when the engine's own checks passed. An exception the engine raises (an internal
-assertion, a KeyError, ...) is an ``ENGINE_FAULT`` finding, shrunk and written like any violation;
-only a restore Flink itself refuses is a legitimate ending (``refused``), and so is a job whose
-checkpoints keep failing past a finite tolerance, which restarts for ever, as it would in Flink
-(``looped``, see ``restart_loop``).
+Every fuzz and kill verdict runs the engine with channel tracing, and ``reference.judge.judge``
+decides, as it does for ``simulate``, ``verify`` and the Flink bridge: the engine's checks, the
+exactly-once oracle (at least once in at-least-once checkpointing) and trace validation (``TRACE``),
+with the skips it names. An exception the engine raises (an internal assertion, a KeyError, ...) is
+an ``ENGINE_FAULT`` finding, shrunk and written like any violation; only a restore Flink itself
+refuses is a legitimate ending (``refused``), and so is a job whose checkpoints keep failing past a
+finite tolerance, which restarts for ever, as it would in Flink (``looped``, see ``restart_loop``).
 """
 
 from __future__ import annotations
@@ -17,18 +17,29 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from cutcheck.model.errors import CutcheckError, InvariantViolation, RestoreRefused
-from cutcheck.reference.checks.tracing import validate_traces
 from cutcheck.reference.core.coverage import Coverage, note_refusal, note_restores
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
 from cutcheck.reference.fuzzing.swarm import Feature
+from cutcheck.reference.judge import (
+    ENGINE_FAULT,
+    GENERATOR,
+    LOOP_FAILOVERS,
+    RESTART_LOOP,
+    TRACE,
+    Judgement,
+    Outcome,
+    finding,
+    judge,
+    refused,
+    restart_loop,
+    skip_key,
+)
 from cutcheck.reference.scenario import Scenario
 from cutcheck.reference.simulate import simulate
 
-ENGINE_FAULT = "ENGINE_FAULT"  # the engine raised an exception
-GENERATOR = "GENERATOR"  # the generator made a scenario the engine rejects as invalid
-TRACE = "TRACE"  # a channel trace the protocol rejects
-RESTART_LOOP = "RESTART_LOOP"  # not a finding: failed checkpoints restart the job for ever, as in Flink
-LOOP_FAILOVERS = 3  # consecutive checkpoint-failure failovers without a completed checkpoint that make a loop
+# Names campaigns, the shrinker and the tests import from here (the judge decides what they mean).
+__all__ = ["ENGINE_FAULT", "GENERATOR", "LOOP_FAILOVERS", "RESTART_LOOP", "TRACE", "Verdict", "count_skips",
+           "restart_loop", "run_scenario", "scenario_of_seed", "verdict_of_seed"]
 
 # The generator settings a campaign cycles through, one per scenario, the same for every mutant (no
 # per-mutant hints). Every entry still draws a swarm mask (reference.fuzzing.swarm), so any feature
@@ -95,28 +106,46 @@ def scenario_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any]
 
 @dataclass(slots=True)
 class Verdict:
-    ok: bool
-    refused: bool
-    violations: list[dict[str, str]]
+    """A fuzz scenario and its judgement (``reference.judge``), with what a campaign counts of its run."""
+
+    judgement: Judgement
     scenario: dict[str, Any]
     seed: int | None = None
     restarts: int = 0  # failures that fired (the job recovered this often)
     rescaled: bool = False  # some restore changed the parallelism
-    looped: bool = False  # the job restarted for ever on failed checkpoints, as Flink does (``restart_loop``)
     coverage: Coverage = field(default_factory=Coverage)
+
+    @property
+    def ok(self) -> bool:
+        return self.judgement.ok
+
+    @property
+    def refused(self) -> bool:
+        return self.judgement.outcome is Outcome.REFUSED
+
+    @property
+    def looped(self) -> bool:
+        """The job restarted for ever on failed checkpoints, as Flink does (``restart_loop``)."""
+        return self.judgement.outcome is Outcome.RESTART_LOOP
+
+    @property
+    def violations(self) -> list[dict[str, str]]:
+        return list(self.judgement.findings)
 
     @property
     def invariant(self) -> str:
         """The name of the first finding ("" when there is none)."""
-        return self.violations[0]["invariant"] if self.violations and not self.ok else ""
+        return self.judgement.invariant
 
     def to_json(self) -> dict[str, Any]:
         return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "looped": self.looped,
-                "violations": self.violations}
+                "violations": self.violations, "outcome": self.judgement.outcome.value,
+                "skipped": [c.to_json() for c in self.judgement.skipped()]}
 
 
 def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = True) -> Verdict:
-    """Run one scenario; a restore Flink refuses is a 'refused' verdict, any other exception a finding.
+    """Run one scenario and judge it; a restore Flink refuses is a 'refused' verdict, any other
+    exception a finding.
 
     A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
     """
@@ -126,84 +155,27 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
         try:
             scenario = Scenario.from_json(sdict)
         except CutcheckError as exc:
-            return _finding(sdict, GENERATOR, f"the scenario is invalid: {exc}")
+            return Verdict(finding(GENERATOR, f"the scenario is invalid: {exc}"), sdict)
         try:
             result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace)
         except RestoreRefused as exc:
             note_refusal(cov, str(exc))
-            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict, coverage=cov)
+            return Verdict(refused(str(exc)), sdict, coverage=cov)
         except InvariantViolation as exc:  # raised while the job was being built, before it ran
-            return _finding(sdict, exc.name, exc.detail)
+            return Verdict(finding(exc.name, exc.detail), sdict)
         except Exception as exc:  # noqa: BLE001 - whatever the engine raises is what the campaign must report
-            return _finding(sdict, ENGINE_FAULT, f"{type(exc).__name__}: {exc}")
+            return Verdict(finding(ENGINE_FAULT, f"{type(exc).__name__}: {exc}"), sdict)
     cov.merge(result.coverage)
     note_restores(cov, result.restores)
-    no_cut = scenario.checkpoint.mode == "at_least_once"
-    delivered = _delivered(result.exactly_once, no_cut)
-    violations = [v for v in result.violations if not (delivered and v["invariant"] == "EXACTLY_ONCE")]
-    # The trace model starts every channel empty, before any checkpoint: a second job that restored a
-    # checkpoint of the first (a resubmit) is outside it, so only single-job runs are trace-validated.
-    resubmitted = (result.summary().get("resubmit") or {}).get("jobs") == 2
-    if trace and not resubmitted:
-        # At-least-once checkpoints promise no cut (a subtask may apply records past a barrier before
-        # its snapshot), so the engine skips its cut checks in that mode; the trace checker judges the
-        # cut of every mode, and its cut findings are dropped here for the same reason.
-        for f in validate_traces(result.traces, cov):
-            if no_cut and f.kind == "cut":
-                continue
-            edge, producer, consumer = f.key
-            violations.append({"invariant": TRACE, "detail": f"channel edge {edge} {producer}->{consumer}, event "
-                               f"{f.index} {list(f.event)}: {f.reason} ({f.kind})"})
-    rescaled = any(r.get("rescaled") for r in result.restores)
-    loop = restart_loop(result, violations)
-    if loop:
-        return Verdict(True, False, [{"invariant": RESTART_LOOP, "detail": loop}], sdict, restarts=result.restarts,
-                       rescaled=rescaled, coverage=cov, looped=True)
-    return Verdict(not violations and delivered, False, violations, sdict, restarts=result.restarts,
-                   rescaled=rescaled, coverage=cov)
+    return Verdict(judge(result, coverage=cov), sdict, restarts=result.restarts,
+                   rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
 
 
-def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
-    """Why the run is a restart loop Flink would be in too ("" when it is not one).
-
-    A job that tolerates ``n`` failed checkpoints fails over on the next one
-    (``CheckpointFailureManager``) and restarts from its latest checkpoint; when its checkpoints take
-    longer than their timeout, every attempt fails the same way, and Flink's default restart
-    strategy restarts it for ever. The engine then stops it (LIVENESS, after
-    ``failure_manager.RESTART_LOOP_FAILOVERS`` such failovers in a row) or reaches its step budget. That is the
-    outcome Flink promises, not a finding, when LIVENESS is the only violation and the last
-    ``LOOP_FAILOVERS`` failovers were the failure manager's with no checkpoint completed since the
-    first of them. A job the tolerance does not end (unlimited, or never exceeded) that does not
-    finish is still a finding.
-    """
-    if len(violations) != 1 or violations[0]["invariant"] != "LIVENESS" or violations[0]["detail"].startswith("deadlock"):
-        return ""
-    failovers = result.checkpoint_failovers
-    if len(failovers) < LOOP_FAILOVERS:
-        return ""
-    since = failovers[-LOOP_FAILOVERS]
-    if any(c["status"] == "completed" and c["end_step"] is not None and c["end_step"] >= since
-           for c in result.checkpoints):
-        return ""
-    return (f"the job failed over {len(failovers)} times on more failed checkpoints than it tolerates "
-            f"({result.scenario.checkpoint.tolerable_failed}) and completed no checkpoint after step {since}: it "
-            f"restarts for ever, as a Flink job would")
-
-
-def _delivered(verdict: Any, at_least_once: bool) -> bool:
-    """Exactly once, or in at-least-once checkpointing (Flink's ``CheckpointingMode.AT_LEAST_ONCE``)
-    at least once: a failover there replays records past the restored checkpoint into the sinks, so
-    duplicates are what Flink promises. So are gaps in per-key counts: a keyed subtask may apply
-    records past a barrier before its snapshot, so the restored count already holds a record whose
-    output went into a transaction the failover aborted, and its replay counts it again (count k is
-    never committed). A lost or invented record is still a finding."""
-    if verdict.ok:
-        return True
-    return at_least_once and verdict.lost == 0 and verdict.phantom == 0
-
-
-def _finding(sdict: dict[str, Any], invariant: str, detail: str) -> Verdict:
-    return Verdict(False, False, [{"invariant": invariant, "detail": detail}], sdict)
+def count_skips(counts: dict[str, int], verdict: dict[str, Any]) -> None:
+    """Add a verdict's skipped checks (``Verdict.to_json``) to a campaign's ``counts`` by check and reason."""
+    for c in verdict.get("skipped", []):
+        key = skip_key(c["check"], c["skip"])
+        counts[key] = counts.get(key, 0) + 1
 
 
 def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
@@ -213,7 +185,7 @@ def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] 
     try:
         sdict = scenario_of_seed(seed, mutants, gen)
     except Exception as exc:  # noqa: BLE001 - a generator that crashes is a finding too
-        return {"seed": seed, "ok": False, "refused": False,
-                "violations": [{"invariant": GENERATOR, "detail": f"{type(exc).__name__}: {exc}"}], "coverage": {}}
+        found = Verdict(finding(GENERATOR, f"{type(exc).__name__}: {exc}"), {}, seed)
+        return found.to_json() | {"coverage": {}}
     v = run_scenario(sdict, trace=trace)
     return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]}}

@@ -19,10 +19,11 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import VertexKind
 from cutcheck.reference.runtime.records import RID, filter_keeps
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 Counts = list[int]  # per rid (dense over all sources): copies
@@ -38,14 +39,6 @@ class BroadcastFanout:
         self.settled: dict[int, Counts] = {}  # copies that crossed the edge at earlier parallelisms
         self.base: dict[int, Counts] = {}  # the producer's emissions when the consumer last changed
         self._expected: Counts | None = None
-
-    @classmethod
-    def of(cls, engine: RecoveryRun) -> BroadcastFanout:
-        fanout = getattr(engine, "broadcast_fanout", None)
-        if fanout is None:
-            fanout = cls(engine)
-            engine.broadcast_fanout = fanout  # type: ignore[attr-defined]
-        return fanout
 
     # ------------------------------------------------------------------ epochs
     def on_rescale(self, done: CompletedCheckpoint, new_parallelism: dict[str, int]) -> None:
@@ -116,7 +109,7 @@ class BroadcastFanout:
         out: dict[str, Counts] = {}
         for vid in self.graph.topological_order():
             v = self.graph.vertex(vid)
-            if v.kind == "source":
+            if v.kind is VertexKind.SOURCE:
                 out[vid] = sources[vid]
                 continue
             arrived = [0] * self.total
@@ -128,7 +121,7 @@ class BroadcastFanout:
                 arrived = [a + c for a, c in zip(arrived, crossed, strict=True)]
                 for rid, n in inflight.get(e.key, {}).items():
                     arrived[rid] -= n
-            if v.kind == "filter":
+            if v.kind is VertexKind.FILTER:
                 arrived = [a if filter_keeps(rid, v.drop_every) else 0 for rid, a in enumerate(arrived)]
             out[vid] = arrived
         return out
@@ -140,7 +133,7 @@ class BroadcastFanout:
             emitted = self._emitted(self.parallelism, self._sources_at_end(), {})
             total = [0] * self.total
             for v in self.graph.vertices:
-                if v.kind == "sink":
+                if v.kind is VertexKind.SINK:
                     total = [t + n for t, n in zip(total, emitted[v.id], strict=True)]
             self._expected = total
         return self._expected
@@ -156,7 +149,7 @@ def after_restore(engine: RecoveryRun, done: CompletedCheckpoint | None) -> None
     """Keep the oracle's expected copies right after a restore (or restart) at other parallelisms."""
     if not any(e.partitioner == "broadcast" for e in engine.graph.edges):
         return
-    fanout = BroadcastFanout.of(engine)
+    fanout = engine.broadcast_fanout
     if done is None:
         fanout.restarted(engine.parallelism)
     else:

@@ -13,22 +13,21 @@ from collections.abc import Collection
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.checks.tracing import on_restore
+from cutcheck.model.kinds import VertexKind
+from cutcheck.reference.events.stream import Recovering
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale import rescaled_assignment
 from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
+from cutcheck.reference.runtime.sinks import SinkOperator
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
 
 
 def global_failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
     engine.event("failure", target)
-    engine.restarts += 1
     engine.coordinator.abort_all("job failover", "JOB_FAILURE")
-    engine.coordinator.job_failure = None  # the failover this was asking for
-    engine.notifications.clear()
     latest = engine.storage.latest()
     new_parallelism = None
     for r in engine.scenario.rescales:
@@ -37,39 +36,26 @@ def global_failover(engine: RecoveryRun, target: str, failure_index: int | None)
     keep: set[str] = set()
     if latest is not None:
         for sid, snap in latest.tasks.items():
-            if engine.graph.vertex(sid.vertex).kind == "sink":
+            if engine.graph.vertex(sid.vertex).kind is VertexKind.SINK:
                 keep |= {e[1] for e in snap.operator.get("pending", [])}
     engine.store.abort_all_except(keep)
-    engine.attempt += 1
-    rescaled = bool(new_parallelism) and any(engine.parallelism.get(v) != p for v, p in new_parallelism.items())
-    if engine.tracing:
-        if latest is None or rescaled:
-            engine.trace_archive.append(engine.traces)
-            engine.traces = {}
-            # Rescaled channels start with in-flight data of other channels (virtual channels),
-            # which a channel trace cannot account for: stop recording. A restart from scratch
-            # starts with empty channels, so recording simply begins again.
-            engine.trace_suspended = engine.trace_suspended or (rescaled and latest is not None)
-        else:
-
-            on_restore(engine, latest.cp)
+    engine.start_attempt(None)
+    rescaled = new_parallelism is not None and any(engine.parallelism.get(v) != p for v, p in new_parallelism.items())
+    engine.bus.publish(Recovering(None if latest is None else latest.cp, None, rescaled, engine.step))
     if latest is None:
-        engine._build(None, new_parallelism)
+        engine.rebuild(None, new_parallelism)
         if rescaled:
-
             after_restore(engine, None)  # broadcast copies follow the new parallelism from the start
         engine.event("restart", "no completed checkpoint: from the beginning")
     else:
-        engine._build(latest, new_parallelism)
+        engine.rebuild(latest, new_parallelism)
         engine.event("restore", f"checkpoint {latest.cp}" + (f", parallelism {new_parallelism}" if rescaled else ""))
-    engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
 
 
 def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collection[SubtaskId] | None = None) -> dict[str, Any]:
     """Give every new subtask its operator state and every new channel its in-flight data; with
     ``only`` (region failover), only those subtasks and the channels into them."""
     if done.parallelism != engine.parallelism:
-
         operator_states, channel_states, report = rescaled_assignment(engine, done)
     else:
         operator_states = {sid: snap.operator for sid, snap in done.tasks.items()}
@@ -94,8 +80,8 @@ def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collecti
         task.last_cp = done.cp
     install_channel_state(engine, channel_states, only)
     for task in tasks:
-        if task.vertex.kind == "sink":
-            task.op.recover_and_commit(done.cp)  # type: ignore[attr-defined]
+        if isinstance(task.op, SinkOperator):
+            task.op.recover_and_commit(done.cp)
     return report
 
 

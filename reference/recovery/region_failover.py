@@ -21,13 +21,15 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import VertexKind
 from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.events.stream import Recovering
 from cutcheck.reference.recovery.recovery import global_failover, restore_state
 from cutcheck.reference.shuffle.service import ShuffleService
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
 
 STRATEGIES = ("region", "full")
 
@@ -36,14 +38,14 @@ def strategy(engine: RecoveryRun) -> str:
     return str(engine.scenario.extra.get("failover_strategy", "region"))
 
 
-def failover(engine: RecoveryRun, target: str, failure_index: int | None) -> None:
-    """Restart the failed task's region, or the whole job where Flink would."""
-
+def failover(engine: RecoveryRun, target: str, failure_index: int | None) -> bool:
+    """Restart the failed task's region, or the whole job where Flink would; whether the whole job restarted."""
     restart = _region_to_restart(engine, target, failure_index)
     if restart is None:
         global_failover(engine, target, failure_index)
-    else:
-        region_failover(engine, target, restart)
+        return True
+    region_failover(engine, target, restart)
+    return False
 
 
 @seam
@@ -53,8 +55,15 @@ def restarts_whole_region() -> bool:
     return True
 
 
+@seam
+def releases_partition_of_reset_producer() -> bool:
+    """A restarted producer's old partition is released at once: the producer writes a new one under
+    a new id, and nothing will ever read or release the old one otherwise (facts §10)."""
+    return True
+
+
 def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | None) -> frozenset[SubtaskId] | None:
-    if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules.restarts_whole_region():
+    if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules[restarts_whole_region]():
         return None
     if any(r.on_failure == failure_index for r in engine.scenario.rescales):
         return None
@@ -75,29 +84,20 @@ def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | No
 
 
 def region_failover(engine: RecoveryRun, target: str, restart: frozenset[SubtaskId]) -> None:
-
     names = ", ".join(str(s) for s in sorted(restart, key=str))
     engine.event("failure", target)
-    engine.restarts += 1
     engine.coordinator.abort_all("region failover", "JOB_FAILOVER_REGION")
-    engine.notifications = [(t, cp) for t, cp in engine.notifications if t.sid not in restart]
     latest = engine.storage.latest()
     keep: set[str] = set()
     if latest is not None:
         for sid in restart:
-            if engine.graph.vertex(sid.vertex).kind == "sink":
+            if engine.graph.vertex(sid.vertex).kind is VertexKind.SINK:
                 keep |= {e[1] for e in latest.tasks[sid].operator.get("pending", [])}
-    prefixes = tuple(f"{sid}-a" for sid in restart if engine.graph.vertex(sid.vertex).kind == "sink")
+    prefixes = tuple(f"{sid}-a" for sid in restart if engine.graph.vertex(sid.vertex).kind is VertexKind.SINK)
     engine.store.abort_all_except(keep | {t for t in engine.store.staged if not t.startswith(prefixes)})
-    engine.attempt += 1
-    if engine.tracing:
-        _trace_restore(engine, restart, None if latest is None else latest.cp)
-    workers = engine.scenario.workers or max(engine.exec_graph.parallelism.values())
-    dep = ShuffleService(engine, workers).deploy(restart)
-    position = {sid: i for i, sid in enumerate(engine.exec_graph.subtasks)}
-    engine.tasks = dict(sorted({**engine.tasks, **dep.tasks}.items(), key=lambda kv: position[kv[0]]))
-    engine.subpartitions = [sp for t in engine.tasks.values() for p in t.partitions for sp in p.subpartitions
-                            if sp.channel is not None]
+    engine.start_attempt(restart)
+    engine.bus.publish(Recovering(None if latest is None else latest.cp, restart, False, engine.step))
+    engine.redeploy(restart)
     if latest is None:
         engine.event("restart", f"no completed checkpoint: region {names} from the beginning")
     else:
@@ -105,17 +105,4 @@ def region_failover(engine: RecoveryRun, target: str, restart: frozenset[Subtask
         report["region"] = sorted(str(s) for s in restart)
         engine.restore_reports.append(report)
         engine.event("restore", f"checkpoint {latest.cp}, region {names}")
-    engine.next_trigger = engine.step + engine.scenario.checkpoint.interval
 
-
-def _trace_restore(engine: RecoveryRun, restart: frozenset[SubtaskId], cp: int | None) -> None:
-    """The region's channels restore (as ``reference.checks.tracing.on_restore`` does for all); a region
-    that starts from scratch has no restore event in the protocol, so its channels stop recording."""
-    for (edge, _, consumer), trace in engine.traces.items():
-        if SubtaskId(engine.graph.edge(edge).target, consumer) not in restart or trace.closed:
-            continue
-        if cp is None:
-            trace.close()
-        else:
-            trace.append(("restore", cp))
-            trace.base = trace.completed.get(cp, 0)

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.keygroups import operator_index
+from cutcheck.model.kinds import VertexKind
 from cutcheck.model.partitioning import (
     ambiguous_old_subtasks,
     assign_channel_state,
@@ -31,16 +32,16 @@ from cutcheck.model.partitioning import (
     make_selector,
     subtask_state_mapper,
 )
-from cutcheck.reference.checks.invariants import order_checked_edges
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale_refusal import refuse_if_flink_would
 from cutcheck.reference.runtime.network import Buf
-from cutcheck.reference.runtime.records import KEY
+from cutcheck.reference.runtime.operators import KeyedOperator
+from cutcheck.reference.runtime.records import KEY, Record, order_checked_edges
 
 if TYPE_CHECKING:
     from cutcheck.model.graph import Edge
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.recovery.doors import RecoveryRun
     from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index), as TaskSnapshot keys
@@ -89,7 +90,7 @@ def _sink_states(olds: list[dict[str, Any]], new_p: int, rules: Any) -> list[dic
     # Committer state is list state: the pending committables of the restored checkpoint all belong
     # to completed checkpoints <= its id, and each new subtask commits its share on restore
     # (SinkOperator.recover_and_commit), idempotently, so nothing is lost or committed twice.
-    pending = rules.committables_to_redistribute([s.get("pending", []) for s in olds], new_p)
+    pending = rules[committables_to_redistribute]([s.get("pending", []) for s in olds], new_p)
     # Transaction names hold the subtask and the attempt, so they stay unique at any parallelism;
     # carrying the largest counter keeps it from going backwards.
     next_txn = max((s.get("next_txn", 0) for s in olds), default=0)
@@ -114,10 +115,10 @@ def assign_operator_state(engine: RecoveryRun, done: CompletedCheckpoint) -> dic
             news = olds
         elif v.kind in KEYED_KINDS:
             news = _keyed_states(olds, graph.max_parallelism(v.id), new_p)
-        elif v.kind == "source":
+        elif v.kind is VertexKind.SOURCE:
             entries = [tuple(e) for s in olds for e in s.get("splits", [])]
             news = [{"splits": run} for run in split_distribute(entries, new_p)]
-        elif v.kind == "sink":
+        elif v.kind is VertexKind.SINK:
             news = _sink_states(olds, new_p, engine.rules)
         else:
             news = [{} for _ in range(new_p)]  # map, filter, union, co_map hold no state of their own
@@ -159,7 +160,7 @@ def _virtual_channels(done: CompletedCheckpoint, graph: Any, rules: Any) -> dict
         for side, states in ((0, snap.input_state), (1, snap.output_state)):
             for (edge, u, c), bufs in states.items():
                 if bufs:
-                    edge = rules.channel_state_edge(edge, graph)
+                    edge = rules[channel_state_edge](edge, graph)
                     per_edge.setdefault(edge, {}).setdefault((u, c), ([], []))[side].extend(bufs)
     return per_edge
 
@@ -182,7 +183,7 @@ def _refuse_if_flink_would(edge: Edge, report: EdgeReport, cp: int) -> None:
         )
 
 
-def _refill(bufs: list[Buf], origin: int, keep: Callable[[tuple], bool] | None) -> tuple[list[Buf], int, int]:
+def _refill(bufs: list[Buf], origin: int, keep: Callable[[Record], bool] | None) -> tuple[list[Buf], int, int]:
     """Copies of ``bufs`` for one new channel: (buffers, records kept, records dropped by the filter).
 
     Each keeps its virtual channel as ``origin`` (recovered data of an earlier restore already
@@ -199,7 +200,7 @@ def _refill(bufs: list[Buf], origin: int, keep: Callable[[tuple], bool] | None) 
     return out, kept, dropped
 
 
-def _owned_by(selector: Any, d: int) -> Callable[[tuple], bool]:
+def _owned_by(selector: Any, d: int) -> Callable[[Record], bool]:
     select = selector.select
     return lambda rec: select(rec[KEY]) == d
 
@@ -228,8 +229,8 @@ def _redistribute_edge(engine: RecoveryRun, done: CompletedCheckpoint, edge: Edg
     # function of the record's key and the new parallelism, and it keeps the renumbered channel
     # sequences (and so the CUT checks of later checkpoints) free of records nobody processes.
     selector = None
-    if ambiguous and engine.rules.filters_ambiguous_channel_state():
-        channels = engine.rules.record_filter_channels(co, cn)
+    if engine.rules[filters_ambiguous_channel_state](ambiguous):
+        channels = engine.rules[record_filter_channels](co, cn)
         selector = make_selector(edge.partitioner, channels, max_parallelism=engine.graph.max_parallelism(edge.target))
     merged = False
     for (u, c), (inp, outp) in sorted(vchannels.items()):
@@ -268,10 +269,11 @@ def record_filter_channels(old_consumers: int, new_consumers: int) -> int:
 
 
 @seam
-def filters_ambiguous_channel_state() -> bool:
-    """Channel state whose records may now belong to another subtask is filtered by the new
-    partitioner on rescale (Flink's virtual channels and record filter, facts §2.5)."""
-    return True
+def filters_ambiguous_channel_state(ambiguous: frozenset[int]) -> bool:
+    """Channel state whose records may now belong to another subtask (that of the ``ambiguous`` old
+    subtasks) is filtered by the new partitioner on rescale (Flink's virtual channels and record
+    filter, facts §2.5); an edge without such old subtasks needs no filter."""
+    return bool(ambiguous)
 
 
 @seam
@@ -286,7 +288,7 @@ def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
     per-split order merged (see :func:`_lose_order_after_merge`)."""
     graph = engine.graph
     old, new = done.parallelism, engine.parallelism
-    refuse_if_flink_would(graph, done, new)  # per vertex, as Flink: before any edge is touched
+    engine.rules[refuse_if_flink_would](graph, done, new)  # per vertex, as Flink: before any edge is touched
     stateless = {v.id for v in graph.vertices
                  if all(not done.tasks[SubtaskId(v.id, i)].operator for i in range(old[v.id]))}
     per_edge = _virtual_channels(done, graph, engine.rules)
@@ -295,7 +297,7 @@ def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
     merged: set[str] = set()
     for edge in graph.edges:
         vchannels = per_edge.get(edge.key, {})
-        vchannels = engine.rules.channel_state_to_assign(edge, vchannels, stateless)
+        vchannels = engine.rules[channel_state_to_assign](edge, vchannels, stateless)
         report = EdgeReport(f"#{edge.key} {edge.source} -> {edge.target}", edge.partitioner,
                             (old[edge.source], new[edge.source]), (old[edge.target], new[edge.target]))
         report.input_records = sum(_records(inp) for inp, _ in vchannels.values())
@@ -334,8 +336,8 @@ def _lose_order_after_merge(engine: RecoveryRun, merged: set[str]) -> list[int]:
         dropped += sorted(edges - keep)
         engine.order_edges[vid] = keep
     for task in engine.tasks.values():
-        if task.op.keyed:
-            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())  # type: ignore[attr-defined]
+        if isinstance(task.op, KeyedOperator):
+            task.op.check_order_edges &= engine.order_edges.get(task.sid.vertex, frozenset())
     return dropped
 
 

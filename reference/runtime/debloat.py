@@ -25,7 +25,7 @@ from cutcheck.model.errors import InvalidArgument, ScenarioError
 from cutcheck.model.sections import Field, Section, int_fields
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
     from cutcheck.reference.runtime.network import InputGate
 
 MILLIS_IN_SECOND = 1000
@@ -311,4 +311,5 @@ class Debloating:
 def current_buffer_size(engine: TaskRun) -> int:
     """The mean announced buffer size over the job's (pipelined) subpartitions, in bytes."""
     sps = engine.subpartitions
-    return sum(sp.buffer_size for sp in sps) // len(sps) if sps else engine.scenario.network.buffer_bytes
+    configured: int = engine.scenario.network.buffer_bytes
+    return sum(sp.buffer_size for sp in sps) // len(sps) if sps else configured

@@ -15,9 +15,13 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
+
+if TYPE_CHECKING:
+    from cutcheck.reference.core.doors import ChannelEvents
+    from cutcheck.reference.runtime.records import Record
 
 
 class Buf:
@@ -25,7 +29,7 @@ class Buf:
 
     __slots__ = ("recs", "seq0", "origin")
 
-    def __init__(self, recs: list, seq0: int, origin: int = -1):
+    def __init__(self, recs: list[Record], seq0: int, origin: int = -1):
         self.recs = recs
         self.seq0 = seq0
         # For recovered data after a rescale: the old producer subtask (its virtual channel);
@@ -70,14 +74,16 @@ class EndOfChannelState:
 
 END_OF_CHANNEL_STATE = EndOfChannelState()
 
+QueueItem = Buf | Barrier | EndOfPartition | EndOfChannelState  # what a channel carries
+
 
 @dataclass(slots=True)
 class OutputSubpartition:
     """The sender end of one channel."""
 
     index: int
-    queue: deque = field(default_factory=deque)  # Buf | Barrier | EndOfPartition, priority events first
-    current: list | None = None  # buffer being filled
+    queue: deque[QueueItem] = field(default_factory=deque)  # priority events first
+    current: list[Record] | None = None  # buffer being filled
     emitted: int = 0  # records finished into buffers (sequence numbers handed out)
     transmitted: int = 0  # records handed to the receiver
     blocked: bool = False  # after an aligned barrier, until the consumer resumes (Flink: "blocks upstream")
@@ -87,7 +93,7 @@ class OutputSubpartition:
     channel: Any = None  # the receiving InputChannel
     partition: Any = None  # the ResultPartition this belongs to
     task: Any = None  # the producing Task
-    trace: list | None = None  # protocol events of this channel, when tracing
+    events: ChannelEvents | None = None  # this channel's protocol events, when the run records them
 
 
 @dataclass(slots=True)
@@ -102,6 +108,7 @@ class ResultPartition:
     in_use: int = 0  # buffers held: queued data buffers plus non-empty current buffers
     record_bytes: int = 64
     need: int = 1  # free buffers one record may need: every subpartition's for broadcast, else one
+    unaligned_capable: bool = True  # barriers on its edge may overtake data (checkpointing.barriers, facts §3.7)
     # Channel by key, for key-only selectors (hash, custom): the channel is a pure function of the
     # key and a job has few keys, so the murmur hash runs once per key instead of once per record.
     key_routes: dict[int, int] | None = None
@@ -119,11 +126,11 @@ class InputChannel:
     index: int  # within the gate
     edge: int
     producer: int  # producer subtask index
-    queue: deque = field(default_factory=deque)  # Buf | Barrier | EndOfPartition
+    queue: deque[QueueItem] = field(default_factory=deque)
     head_pos: int = 0  # records of the head buffer already processed (deserializer progress)
     nbuf: int = 0  # data buffers held (credit accounting)
     processed: int = 0  # records processed (sequence number of the next record)
-    priority: deque = field(default_factory=deque)  # priority barriers not yet handled
+    priority: deque[Barrier] = field(default_factory=deque)  # priority barriers not yet handled
     blocked: bool = False  # aligned: barrier taken, waiting for alignment
     ended: bool = False
     sender: OutputSubpartition | None = None
@@ -132,7 +139,7 @@ class InputChannel:
     barrier_arrived: int = -1  # id of the last barrier that reached this channel
     barrier_cut: int = 0  # its cut: records with a lower sequence number are pre-barrier
     index_in_task: int = 0  # position among all input channels of the task
-    recovered: deque = field(default_factory=deque)  # recovered input state, consumed before live data
+    recovered: deque[Buf] = field(default_factory=deque)  # recovered input state, consumed before live data
     recovery_pending: bool = False  # waiting for the sender's EndOfChannelState
     eop_arrived: bool = False  # the producer's EndOfPartition is queued here (not necessarily processed)
 
@@ -178,3 +185,12 @@ class InputGate:
             return True
         self.recovery_done = True  # recovered data is only installed into fresh gates, so this is final
         return False
+
+
+def inflight_records(subpartitions: list[OutputSubpartition]) -> int:
+    """Records in flight: queued or being filled at the senders, and queued at the receivers."""
+    total = 0
+    for sp in subpartitions:
+        total += sum(len(x.recs) for x in sp.queue if isinstance(x, Buf)) + len(sp.current or ())
+        total += sum(len(x.recs) for x in sp.channel.queue if isinstance(x, Buf))
+    return total

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.model.kinds import VertexKind
 from cutcheck.reference.runtime.operators import (
     BroadcastStateOperator,
     FilterOperator,
@@ -22,9 +23,9 @@ if TYPE_CHECKING:
 def make_operator(task: Task) -> Operator:
     """The operator of ``task``'s vertex kind."""
     kind = task.vertex.kind
-    if kind == "source":
+    if kind is VertexKind.SOURCE:
         return SourceOperator(task)
-    if kind == "sink":
+    if kind is VertexKind.SINK:
         return SinkOperator(task)
     return {
         "map": MapOperator,

@@ -10,7 +10,8 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
-from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.model.keygroups import KeyGroupRange, assign_to_key_group, key_group_range
+from cutcheck.model.kinds import CheckpointMode
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.records import (
     COUNT,
@@ -26,6 +27,7 @@ from cutcheck.reference.runtime.records import (
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel
+    from cutcheck.reference.runtime.records import Record
     from cutcheck.reference.runtime.tasks import Task
 
 
@@ -37,10 +39,10 @@ class Operator:
     def __init__(self, task: Task):
         self.task = task
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         self.task.emit(rec)
 
-    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+    def apply_many(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> int:
         """Apply ``recs[i:stop]`` in order until the task's output is full; returns the index of the
         first record not applied. Operators on the per-record hot path define their transformation
         here, inside the loop, and ``apply`` in terms of it (one Python call per buffer, not per record)."""
@@ -61,10 +63,10 @@ class Operator:
 
 
 class MapOperator(Operator):
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         self.apply_many([rec], 0, 1, ch)
 
-    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+    def apply_many(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> int:
         task = self.task
         emit = task.emit
         while i < stop and not task.out_blocked:
@@ -79,7 +81,7 @@ class FilterOperator(Operator):
         super().__init__(task)
         self.drop_every = task.vertex.drop_every
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         if filter_keeps(rec[RID], self.drop_every):
             self.task.emit(rec)
 
@@ -91,6 +93,20 @@ def state_change_key_group(key_group: int, previous_key_group: int) -> int:
     return key_group
 
 
+@seam
+def subtask_key_group_range(max_parallelism: int, parallelism: int, index: int) -> KeyGroupRange:
+    """Subtask ``index`` of ``parallelism`` owns the key groups Flink's ``KeyGroupRangeAssignment``
+    gives it: ranges that meet without overlap and cover all ``max_parallelism`` of them (facts §1)."""
+    return key_group_range(max_parallelism, parallelism, index)
+
+
+@seam
+def broadcast_element_stored(subtask: int, rid: int) -> bool:
+    """Every parallel instance of a broadcast-state operator stores every broadcast element it
+    receives, so all of them hold the same broadcast state (a restore copies one instance's whole, facts §3)."""
+    return True
+
+
 class KeyedOperator(Operator):
     """Keyed state by key group, with the OWNERSHIP and ORDER checks every keyed record passes."""
 
@@ -99,7 +115,7 @@ class KeyedOperator(Operator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.max_parallelism = task.max_parallelism
-        self.range = key_group_range(self.max_parallelism, task.parallelism, task.sid.index)
+        self.range = task.engine.rules[subtask_key_group_range](self.max_parallelism, task.parallelism, task.sid.index)
         self.kg_cache: dict[int, int] = {}
         # key group -> {key: count}
         self.counts: dict[int, dict[int, int]] = {}
@@ -107,7 +123,7 @@ class KeyedOperator(Operator):
         self.order: dict[int, dict[tuple[int, int, int, int], int]] = {}
         # At-least-once promises neither CUT nor ORDER across a restore (replayed records were
         # already applied), only that nothing is lost; its control is the EXACTLY_ONCE verdict.
-        at_least_once = task.engine.scenario.checkpoint.mode == "at_least_once"
+        at_least_once = task.engine.scenario.checkpoint.mode == CheckpointMode.AT_LEAST_ONCE
         self.check_order_edges: frozenset[int] = (
             frozenset() if at_least_once else task.engine.order_edges.get(task.sid.vertex, frozenset())
         )
@@ -118,13 +134,13 @@ class KeyedOperator(Operator):
             kg = self.kg_cache[key] = assign_to_key_group(key, self.max_parallelism)
         return kg
 
-    def check(self, rec: tuple, ch: InputChannel) -> int:
+    def check(self, rec: Record, ch: InputChannel) -> int:
         """OWNERSHIP and ORDER of one record; returns its key group."""
         for _, kg in self.checked([rec], 0, 1, ch):
             return kg
         raise AssertionError("unreachable: checked() yields every record or raises")
 
-    def checked(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> Iterator[tuple[tuple, int]]:
+    def checked(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> Iterator[tuple[Record, int]]:
         """Yield ``(record, key group)`` for ``recs[i:stop]``, each after its OWNERSHIP and ORDER
         checks. Lazily: a caller that stops early (its output is full) leaves the rest unchecked.
         Every keyed record passes here, so what is fixed for the buffer (its channel's edge and
@@ -176,7 +192,7 @@ class KeyedCountOperator(KeyedOperator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.counter_index = task.engine.vertex_index[task.sid.vertex]
-        self.file_under = task.engine.rules.state_change_key_group
+        self.file_under = task.engine.rules[state_change_key_group]
         self.previous_kg = -1  # the key group of the record processed before (the stale key context)
         self.misfiled: dict[int, tuple[int, int]] = {}  # key -> (its key group, the one its change was filed under)
 
@@ -188,10 +204,10 @@ class KeyedCountOperator(KeyedOperator):
                 state["counts"].setdefault(filed, {})[key] = c
         return state
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         self.apply_many([rec], 0, 1, ch)
 
-    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+    def apply_many(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> int:
         task, counts, counter = self.task, self.counts, self.counter_index
         emit = task.emit
         if task.out_blocked:
@@ -232,9 +248,10 @@ class BroadcastStateOperator(KeyedOperator):
         self.broadcast: dict[int, int] = {}
         self.hashed = any(e.partitioner == "hash" and e.gate == 0 for e in task.engine.graph.in_edges(task.sid.vertex))
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         if ch.gate.index == 1:
-            self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
+            if self.task.engine.rules[broadcast_element_stored](self.task.sid.index, rec[RID]):
+                self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
         elif self.hashed:
             self.check(rec, ch)
         self.task.emit(rec)

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from cutcheck.model.graph import JobGraph
+from cutcheck.model.kinds import VertexKind
 
 RID, KEY, VALUE, SPLIT, OFFSET, COUNT, COUNTER = range(7)
 Record = tuple[int, int, int, int, int, int, int]
@@ -69,7 +70,7 @@ def source_layouts(graph: JobGraph) -> dict[str, SourceLayout]:
     rid_base = split_base = 0
     for vid in graph.topological_order():
         v = graph.vertex(vid)
-        if v.kind != "source":
+        if v.kind is not VertexKind.SOURCE:
             continue
         layouts[vid] = SourceLayout(vid, rid_base, split_base, v.records, v.splits, v.keys, v.seed)
         rid_base += v.records
@@ -98,12 +99,12 @@ def routes(graph: JobGraph) -> dict[tuple[str, str], list[Route]]:
 
     def walk(vid: str, src: str, fan: int, filters: tuple[int, ...], counter: str | None, simple: bool, ordered: bool) -> None:
         v = graph.vertex(vid)
-        if v.kind == "filter":
+        if v.kind is VertexKind.FILTER:
             filters = (*filters, v.drop_every)
             simple = False
-        if v.kind == "keyed_count":
+        if v.kind is VertexKind.KEYED_COUNT:
             counter, simple = vid, True
-        if v.kind == "sink":
+        if v.kind is VertexKind.SINK:
             out.setdefault((src, vid), []).append(Route(fan, filters, counter, simple, ordered))
             return
         for e in graph.out_edges(vid):
@@ -112,7 +113,7 @@ def routes(graph: JobGraph) -> dict[tuple[str, str], list[Route]]:
                  ordered and e.partitioner not in order_breaking)
 
     for v in graph.vertices:
-        if v.kind == "source":
+        if v.kind is VertexKind.SOURCE:
             walk(v.id, v.id, 1, (), None, True, True)
     return out
 
@@ -133,7 +134,7 @@ class Expectations:
         rts = routes(graph)
         count_groups: dict[str, str] = {}
         ordered: set[str] = set()
-        sinks = {v.id for v in graph.vertices if v.kind == "sink"}
+        sinks = {v.id for v in graph.vertices if v.kind is VertexKind.SINK}
         for sink in sorted(sinks):
             per_sink = [r for (s, k), rs in rts.items() if k == sink for r in rs]
             counters = {r.counter for r in per_sink}
@@ -141,7 +142,9 @@ class Expectations:
                 # Every route into this sink carries counts of the same keyed vertex, one copy each.
                 by_source = [len(rs) for (s, k), rs in rts.items() if k == sink]
                 if all(n == 1 for n in by_source):
-                    count_groups[sink] = next(iter(counters))  # type: ignore[arg-type]
+                    counter = next(iter(counters))
+                    if counter is not None:
+                        count_groups[sink] = counter
             if per_sink and all(r.ordered and r.fanout == 1 for r in per_sink) and all(
                 len(rs) == 1 for (s, k), rs in rts.items() if k == sink
             ):
@@ -167,3 +170,38 @@ class Expectations:
     @property
     def total_records(self) -> int:
         return sum(layout.records for layout in self.layouts.values())
+
+
+def order_checked_edges(graph: JobGraph, broken: frozenset[str] = frozenset()) -> dict[str, frozenset[int]]:
+    """Edges into keyed vertices on which ORDER is promised.
+
+    The promise holds on an edge when its producer receives each source's records along a single
+    path (with several paths, copies of different paths interleave legitimately) and each of its
+    subtasks receives a given key and split over one channel, in order (FIFO). A split reaches
+    several subtasks of a vertex after a spreading exchange (rebalance, shuffle, rescale,
+    broadcast); from there only forward keeps one channel per subtask, and any other exchange lets
+    slices of the split arriving from different subtasks interleave. ``broken`` names vertices
+    whose order a restore merged (reference.recovery.rescale); everything downstream of them loses it too.
+    """
+    spreading = {"rebalance", "shuffle", "rescale", "broadcast"}
+    paths: dict[str, dict[str, int]] = {}
+    spread: dict[str, bool] = {}  # a key and split may reach more than one subtask
+    fifo: dict[str, bool] = {}  # every subtask receives each key and split over one channel, in order
+    for vid in graph.topological_order():
+        v = graph.vertex(vid)
+        ins = graph.in_edges(vid)
+        counts: dict[str, int] = {vid: 1} if v.kind is VertexKind.SOURCE else {}
+        for e in ins:
+            for src, n in paths[e.source].items():
+                counts[src] = counts.get(src, 0) + n
+        paths[vid] = counts
+        spread[vid] = any(e.partitioner in spreading or (e.partitioner == "forward" and spread[e.source]) for e in ins)
+        fifo[vid] = vid not in broken and all(
+            fifo[e.source] and (not spread[e.source] or e.partitioner == "forward") for e in ins
+        )
+    out: dict[str, frozenset[int]] = {}
+    for v in graph.vertices:
+        if v.kind in (VertexKind.KEYED_COUNT, VertexKind.BROADCAST_STATE):
+            out[v.id] = frozenset(e.key for e in graph.in_edges(v.id)
+                                  if fifo[e.source] and all(n <= 1 for n in paths[e.source].values()))
+    return out

@@ -17,6 +17,7 @@ from cutcheck.reference.runtime.operators import Operator
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.network import InputChannel
+    from cutcheck.reference.runtime.records import Record
     from cutcheck.reference.runtime.tasks import Task
 
 FINAL = -1  # committables of the end of input, bound to the next checkpoint this subtask takes part in
@@ -52,22 +53,23 @@ def restored_committables(pending: list[list[Any]], attempt: int) -> list[list[A
 
 
 @seam
-def flushes_committables_at_end_of_input() -> bool:
-    """At end of input the writer pre-commits its open transaction and hands the committable on, bound
-    to the final checkpoint; nothing is left for a snapshot that will never come (facts §11.1)."""
-    return True
+def flushes_committables_at_end_of_input(open_txn: str | None) -> bool:
+    """At end of input the writer pre-commits its open transaction, if it has one, and hands the
+    committable on, bound to the final checkpoint; nothing is left for a snapshot that will never
+    come (facts §11.1)."""
+    return open_txn is not None
 
 
 class TransactionStore:
     """The external system: staged transactions, and the set of those committed."""
 
     def __init__(self, on_commit: Any):
-        self.staged: dict[str, list[tuple]] = {}
+        self.staged: dict[str, list[Record]] = {}
         self.committed: set[str] = set()
         self.commit_seq = 0
         self._on_commit = on_commit  # callback(rows of one commit, txn, sink subtask, checkpoint, attempt, seq)
 
-    def stage(self, txn: str, rec: tuple) -> None:
+    def stage(self, txn: str, rec: Record) -> None:
         self.staged[txn].append(rec)
 
     def open(self, txn: str) -> None:
@@ -106,11 +108,11 @@ class SinkOperator(Operator):
             self._open()
 
     def _open(self) -> None:
-        self.txn = self.task.engine.rules.transaction_name(self.task.sid, self.task.engine.attempt, self.next_txn)
+        self.txn = self.task.engine.rules[transaction_name](self.task.sid, self.task.engine.attempt, self.next_txn)
         self.next_txn += 1
         self.store.open(self.txn)
 
-    def apply(self, rec: tuple, ch: InputChannel) -> None:
+    def apply(self, rec: Record, ch: InputChannel) -> None:
         if self.exactly_once:
             self.apply_many([rec], 0, 1, ch)
         else:
@@ -121,7 +123,7 @@ class SinkOperator(Operator):
             self.store.stage(txn, rec)
             self.store.commit(txn, str(self.task.sid), -1, self.task.engine.attempt)
 
-    def apply_many(self, recs: list[tuple], i: int, stop: int, ch: InputChannel) -> int:
+    def apply_many(self, recs: list[Record], i: int, stop: int, ch: InputChannel) -> int:
         if self.exactly_once:
             try:
                 self.store.staged[self.txn].extend(recs[i:stop])  # type: ignore[index]
@@ -144,14 +146,14 @@ class SinkOperator(Operator):
             self._open()
 
     def end_of_input(self) -> None:
-        if self.exactly_once and self.txn is not None and self.task.engine.rules.flushes_committables_at_end_of_input():
+        if self.exactly_once and self.task.engine.rules[flushes_committables_at_end_of_input](self.txn):
             self.pending.append([FINAL, self.txn])
             self.txn = None
 
     def notify_complete(self, cp: int) -> None:
         """Commit every pending committable of a checkpoint ≤ cp, in checkpoint order."""
         keep = []
-        due = self.task.engine.rules.committable_due
+        due = self.task.engine.rules[committable_due]
         for entry in self.pending:
             if entry[0] != FINAL and due(entry[0], cp):
                 self._commit(entry[0], entry[1])
@@ -177,12 +179,12 @@ class SinkOperator(Operator):
 
     def restore(self, state: dict[str, Any]) -> None:
         pending = [list(e) for e in state.get("pending", [])]
-        self.pending = self.task.engine.rules.restored_committables(pending, self.task.engine.attempt)
+        self.pending = self.task.engine.rules[restored_committables](pending, self.task.engine.attempt)
         self.next_txn = state.get("next_txn", 0)
 
     def recover_and_commit(self, restored_cp: int) -> None:
         """On restore the committer commits everything up to the restored checkpoint again (facts §7.2)."""
-        self.pending = self.task.engine.rules.committables_to_recommit(self.pending, restored_cp)
+        self.pending = self.task.engine.rules[committables_to_recommit](self.pending, restored_cp)
         self.notify_complete(restored_cp)
 
     def transactions(self) -> set[str]:

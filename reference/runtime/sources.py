@@ -31,7 +31,7 @@ class SourceOperator(Operator):
         salt = layout.seed * 1_000_003
         size = layout.split_size
         # [entry, its split's size] of every unfinished split
-        live = [[e, size(e[0])] for e in self.splits if e[1] < size(e[0])]
+        live: list[tuple[list[int], int]] = [(e, size(e[0])) for e in self.splits if e[1] < size(e[0])]
         emit, turn = task.emit, self.turn
         task.output_available()
         while live and emitted < budget and not task.out_blocked:

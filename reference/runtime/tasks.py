@@ -12,24 +12,33 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
+from cutcheck.model.kinds import BarrierOption, CheckpointKind, VertexKind
+from cutcheck.reference.core.seams import seam
+from cutcheck.reference.runtime.barrier_control import TaskBarrierControl
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
     Buf,
     EndOfChannelState,
-    EndOfPartition,
     InputChannel,
     InputGate,
     OutputSubpartition,
     ResultPartition,
 )
 from cutcheck.reference.runtime.operator_kinds import make_operator
-from cutcheck.reference.runtime.records import KEY
+from cutcheck.reference.runtime.records import KEY, Record
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import BarrierHandler, TaskRun
+    from cutcheck.reference.runtime.doors import BarrierHandler, TaskRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
+
+
+@seam
+def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
+    """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
+    that checkpoint: the snapshot captured what was left of the recovered data when it was taken
+    (``capture_input``); only buffers arriving over the network are persisted as they come."""
 
 
 @dataclass(slots=True)
@@ -54,13 +63,14 @@ class Task:
         self.engine = engine
         self.sid = sid
         self.vertex = engine.graph.vertex(sid.vertex)
-        self.is_source = self.vertex.kind == "source"
+        self.is_source = self.vertex.kind is VertexKind.SOURCE
+        self.is_sink = self.vertex.kind is VertexKind.SINK
         self.parallelism = parallelism
         self.max_parallelism = max_parallelism
         self.gates: list[InputGate] = []
         self.channels: list[InputChannel] = []
         self.partitions: list[ResultPartition] = []
-        self.handler: BarrierHandler = engine.new_barrier_handler()  # checkpointing.barriers, through the run
+        self.handler: BarrierHandler = engine.checkpoints.new_barrier_handler()  # checkpointing.barriers, through the run
         self.finished = False  # no more input (or, for a source, no more records); EndOfPartition sent
         self.last_cp = 0
         self.snapshots: dict[int, TaskSnapshot] = {}
@@ -73,6 +83,7 @@ class Task:
         # from then until its snapshot is the data it met during alignment, Flink's "processed data")
         self.processed_at_first_barrier: dict[int, int] = {}
         self.op = make_operator(self)
+        self.control = TaskBarrierControl(self)  # what the barrier handler sees of this task
 
     def __repr__(self) -> str:
         return f"Task({self.sid})"
@@ -88,7 +99,7 @@ class Task:
         self.out_blocked = False
         return True
 
-    def emit(self, rec: tuple) -> None:
+    def emit(self, rec: Record) -> None:
         """Write one record to every result partition (the general case: several partitions or a
         broadcast one; a task with one plain partition emits through ``bind_emit``'s closure)."""
         for p in self.partitions:
@@ -116,7 +127,7 @@ class Task:
         p, task = parts[0], self
         sps, routes, select, rb, finish = p.subpartitions, p.key_routes, p.selector.select, p.record_bytes, self.finish_buffer
 
-        def emit(rec: tuple) -> None:
+        def emit(rec: Record) -> None:
             if routes is None:
                 sp = sps[select(rec[KEY])]
             else:
@@ -137,7 +148,7 @@ class Task:
 
         self.emit = emit  # type: ignore[method-assign]
 
-    def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: tuple) -> None:
+    def _append(self, p: ResultPartition, sp: OutputSubpartition, rec: Record) -> None:
         cur = sp.current
         if cur is None:
             cur = sp.current = []
@@ -155,8 +166,8 @@ class Task:
         if not cur:
             return
         sp.queue.append(Buf(cur, sp.emitted))
-        if sp.trace is not None:
-            sp.trace.append(("emit", len(cur)))
+        if sp.events is not None:
+            sp.events.publish(("emit", len(cur)))
         sp.emitted += len(cur)
         sp.current = None
 
@@ -187,11 +198,11 @@ class Task:
             self._process_buffer(ch, q, head, live, limit)
         elif isinstance(head, Barrier):
             q.popleft()
-            if ch.sender is not None and ch.sender.trace is not None:
-                ch.sender.trace.append(("barrier_processed", head.cp))
+            if ch.sender is not None and ch.sender.events is not None:
+                ch.sender.events.publish(("barrier_processed", head.cp))
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            self.note_first_barrier(head.cp)
-            self.handler = self.handler.barrier_received(self, ch, head)
+            self.note_first_barrier(ch, head)
+            self.handler = self.handler.barrier_received(self.control, ch, head)
             self.check_alignment_progress()
         elif isinstance(head, EndOfChannelState):
             q.popleft()
@@ -200,6 +211,27 @@ class Task:
         else:
             q.popleft()
             self._channel_ended(ch)
+
+    def process_budget(self, ch: InputChannel, budget: int | None) -> None:
+        """One processing action on ``ch``: its head, or with a per-record cost (``budget`` records per
+        action) up to ``budget`` records across buffers, stopping at an event or a full output, so
+        small buffers do not slow a consumer."""
+        if budget is None:
+            self.process(ch)
+            return
+        first = True
+        while budget > 0:
+            q = ch.recovered or ch.queue
+            if not first and (not q or not isinstance(q[0], Buf) or not self.readable(ch)):
+                return
+            is_buf = isinstance(q[0], Buf)
+            before = ch.processed
+            self.process(ch, budget)
+            done = ch.processed - before
+            if not is_buf or done == 0:
+                return  # an event is one action of its own
+            budget -= done
+            first = False
 
     def _process_buffer(self, ch: InputChannel, q: Any, buf: Buf, live: bool, limit: int | None = None) -> None:
         recs, i = buf.recs, ch.head_pos
@@ -211,22 +243,22 @@ class Task:
         if not self.out_blocked:
             i = self.op.apply_many(recs, i, stop, ch)
         ch.processed += i - start
-        if ch.sender is not None and ch.sender.trace is not None and i > start:
-            ch.sender.trace.append(("process", i - start))
+        if ch.sender is not None and ch.sender.events is not None and i > start:
+            ch.sender.events.publish(("process", i - start))
         if i >= n:
             q.popleft()
             ch.head_pos = 0
             if live:
                 ch.gate.release_buffer(ch)
             elif ch.persisting is not None:
-                self.engine.rules.recovered_buffer_polled(self, ch, buf)
+                self.engine.rules[recovered_buffer_polled](self, ch, buf)
         else:
             ch.head_pos = i
 
     def _channel_ended(self, ch: InputChannel) -> None:
         ch.ended = True
         ch.persisting = None
-        self.handler = self.handler.end_of_partition(self, ch)
+        self.handler = self.handler.end_of_partition(self.control, ch)
         self.check_alignment_progress()
         if all(c.ended for c in self.channels):
             self.finish()
@@ -242,8 +274,8 @@ class Task:
             for cp, pending in sorted(self.engine.coordinator.pending.items()):
                 if cp > self.last_cp and cp not in self.snapshots:
                     self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
-                    b = Barrier(cp, pending.kind, pending.options, pending.trigger_step)
-                    self.engine.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
+                    b = Barrier(cp, CheckpointKind(pending.kind), BarrierOption(pending.options), pending.trigger_step)
+                    self.engine.checkpoints.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
         for p in self.partitions:
             for sp in p.subpartitions:
                 sp.queue.append(END_OF_PARTITION)
@@ -253,10 +285,12 @@ class Task:
         """Finished and fully drained: nothing left in our output queues."""
         return self.finished and all(not sp.queue and not sp.current for p in self.partitions for sp in p.subpartitions)
 
-    def note_first_barrier(self, cp: int) -> None:
-        if cp not in self.first_barrier:
-            self.first_barrier[cp] = self.engine.step
-            self.processed_at_first_barrier[cp] = sum(ch.processed for ch in self.channels)
+    def note_first_barrier(self, ch: InputChannel, b: Barrier) -> None:
+        first = b.cp not in self.first_barrier
+        if first:
+            self.first_barrier[b.cp] = self.engine.step
+            self.processed_at_first_barrier[b.cp] = sum(c.processed for c in self.channels)
+        self.engine.checkpoints.barrier_taken(self, ch, b, first)
 
     def handle_priority(self) -> None:
         for ch in self.channels:
@@ -265,15 +299,15 @@ class Task:
                 self.pending_priority -= 1
                 if ch.ended:
                     return
-                self.note_first_barrier(b.cp)
-                self.handler = self.handler.barrier_received(self, ch, b)
+                self.note_first_barrier(ch, b)
+                self.handler = self.handler.barrier_received(self.control, ch, b)
                 self.check_alignment_progress()
                 return
 
     # ------------------------------------------------------------------ effects used by the barrier handler
     def timed_out(self, b: Barrier) -> bool:
         t = self.engine.scenario.checkpoint.timeout
-        return b.options == "timeoutable" and t is not None and self.engine.step - b.trigger_step > t
+        return b.options == BarrierOption.TIMEOUTABLE and t is not None and self.engine.step - b.trigger_step > t
 
     def queued_barrier(self, cp: int) -> Barrier | None:
         for ch in self.channels:
@@ -287,80 +321,17 @@ class Task:
         collects a checkpoint's barriers never waits only on channels that have ended, which can
         deliver no barrier any more (their end of partition stands in for it, FLIP-147); an aligned
         task there would hold its other channels blocked until the checkpoint expired."""
-        received = getattr(self.handler, "received", None)
+        received: set[int] | None = getattr(self.handler, "received", None)
         if received is None:
             return
         waiting = [ch for ch in self.channels if ch.index_in_task not in received]
         if waiting and all(ch.ended for ch in waiting):
             raise InvariantViolation(
-                "LIVENESS", f"{self.sid} collects the barriers of checkpoint {self.handler.cp} but waits only on "
+                "LIVENESS", f"{self.sid} collects the barriers of checkpoint {getattr(self.handler, 'cp', '?')} but waits only on "
                             f"channels that have ended ({', '.join(str(ch.index_in_task) for ch in waiting)})")
-
-    def all_received(self, received: set[int]) -> bool:
-        # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
-        eop_counts = self.engine.rules.end_of_partition_counts_as_barrier()
-        return all(ch.index_in_task in received or (ch.ended and eop_counts) for ch in self.channels)
-
-    def block(self, ch: InputChannel) -> None:
-        ch.blocked = True
-
-    def resume(self, ch: InputChannel) -> None:
-        """resumeConsumption of one channel: an aligned barrier we do not align on (its checkpoint
-        was aborted or is over) must not leave its sender blocked."""
-        if not ch.blocked and ch.sender is not None:
-            ch.sender.blocked = False
-
-    def unblock_all(self) -> None:
-        """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
-        for ch in self.channels:
-            ch.blocked = False
-            # A sender held by EndOfChannelState stays held until its gate saw the event on every
-            # channel (InputGate.upstream_recovered): a checkpoint during recovery must not let new
-            # data overtake another channel's recovered data (after a rescale, a split's old
-            # in-flight records and its new ones come from different senders).
-            if ch.sender is not None and not any(c.recovery_pending for c in ch.gate.channels):
-                ch.sender.blocked = False
-
-    def stop_persisting(self) -> None:
-        for ch in self.channels:
-            ch.persisting = None
-
-    def decline(self, cp: int, reason: str, cause: str) -> None:
-        """Decline ``cp``; ``cause`` is Flink's CheckpointFailureReason for it."""
-        self.last_cp = max(self.last_cp, cp)
-        self.snapshots.pop(cp, None)
-        self.engine.coordinator.decline(cp, self.sid, reason, cause)
-
-    def prioritise_queued_barriers(self, cp: int) -> set[int]:
-        """Move queued in-order barriers of ``cp`` out of the data order (announcements, facts §3.6)."""
-        taken: set[int] = set()
-        for ch in self.channels:
-            for item in list(ch.queue):
-                if isinstance(item, Barrier) and item.cp == cp:
-                    ch.queue.remove(item)
-                    ch.barrier_arrived, ch.barrier_cut = cp, item.cut
-                    if ch.sender is not None and ch.sender.trace is not None:
-                        ch.sender.trace.append(("timeout_switch", cp))
-                    taken.add(ch.index_in_task)
-        return taken
-
-    def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
-                      first: InputChannel | None = None) -> None:
-
-        self.engine.snapshot_task(self, b, unaligned=unaligned, received=received or set(), first=first)
-
-    def input_side_done(self, cp: int) -> None:
-        snap = self.snapshots.get(cp)
-        if snap is not None:
-            snap.input_done = True
-            self.engine.maybe_acknowledge(self, snap)
 
     def channel_key(self, ch: InputChannel) -> ChannelKey:
         return (ch.edge, ch.producer, self.sid.index)
-
-
-def is_event(item: Any) -> bool:
-    return isinstance(item, Barrier | EndOfPartition | EndOfChannelState)
 
 
 def any_current(subpartitions: list[OutputSubpartition]) -> bool:

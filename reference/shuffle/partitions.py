@@ -50,7 +50,8 @@ from cutcheck.reference.runtime.network import (
 from cutcheck.reference.runtime.tasks import Task
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import TaskRun
+    from cutcheck.reference.runtime.doors import TaskRun
+    from cutcheck.reference.runtime.records import Record
 
 EXCHANGES = ("pipelined", "blocking")
 
@@ -127,7 +128,8 @@ def _new_partition(engine: TaskRun, task: Task, edge_key: int, chans: list[Chann
                                  max_parallelism=graph.max_parallelism(edge.target))
     part = ResultPartition(edge=edge_key, subpartitions=[], pool=net.output_pool_size(n), selector=selector,
                            broadcast=broadcast, record_bytes=net.record_bytes, need=n if broadcast else 1,
-                           key_routes={} if edge.partitioner in ("hash", "custom") else None)
+                           key_routes={} if edge.partitioner in ("hash", "custom") else None,
+                           unaligned_capable=engine.edge_unaligned[edge_key])
     for c in chans:
         sp = OutputSubpartition(index=c.subpartition, consumer=c.consumer.index, buffer_size=net.buffer_bytes)
         sp.partition, sp.task = part, task
@@ -315,7 +317,7 @@ class BlockingReader:
             vals = array("q")
             vals.frombytes(f.read(8 * _FIELDS * n))
             self.offset += 8 * _FIELDS * n
-        recs = [tuple(vals[i:i + _FIELDS]) for i in range(0, len(vals), _FIELDS)]
+        recs: list[Record] = [tuple(vals[i:i + _FIELDS]) for i in range(0, len(vals), _FIELDS)]  # type: ignore[misc]
         ch.gate.take_buffer(ch)
         ch.queue.append(Buf(recs, seq0))
 

@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from cutcheck.model.execution import Channel, SubtaskId
-from cutcheck.reference.checks.tracing import new_trace
 from cutcheck.reference.runtime.network import InputChannel, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import (
@@ -27,7 +26,7 @@ from cutcheck.reference.shuffle.partitions import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.core.doors import RecoveryRun
+    from cutcheck.reference.runtime.doors import TaskRun
 
 
 @dataclass(slots=True)
@@ -41,7 +40,7 @@ class Deployment:
 class ShuffleService:
     """The job's shuffle masters (one per exchange kind) and every worker's environments."""
 
-    def __init__(self, engine: RecoveryRun, workers: int, blocking_dir: str | None = None):
+    def __init__(self, engine: TaskRun, workers: int, blocking_dir: str | None = None):
         self.engine = engine
         self.workers = workers
         self.blocking_dir = blocking_dir
@@ -106,9 +105,9 @@ class ShuffleService:
                     dep.writers.append(env.writers[pid])  # type: ignore[union-attr]
                     continue
                 for c, sp in zip(chans, part.subpartitions, strict=True):
-                    ch = receivers.get(c) or _running_channel(running, c)
-                    if ch is not None:
-                        _connect(engine, sp, ch, c)
+                    receiver = receivers.get(c) or _running_channel(running, c)
+                    if receiver is not None:
+                        _connect(engine, sp, receiver, c)
                     dep.subpartitions.append(sp)
         for c, ch in receivers.items():
             exchange = graph.edge(c.edge).exchange
@@ -136,10 +135,8 @@ def _running_channel(running: dict[SubtaskId, Task], c: Channel) -> InputChannel
     return None
 
 
-def _connect(engine: RecoveryRun, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
+def _connect(engine: TaskRun, sp: OutputSubpartition, ch: InputChannel, c: Channel) -> None:
     sp.channel, ch.sender = ch, sp
-    if engine.tracing:
-
-        sp.trace = new_trace(engine, (c.edge, c.producer.index, c.consumer.index), c.gate)
+    sp.events = engine.channel_events((c.edge, c.producer.index, c.consumer.index), c.gate)
 
 

@@ -38,7 +38,6 @@ from typing import Any
 
 from cutcheck.model.errors import InvariantViolation, StorageError
 from cutcheck.model.execution import SubtaskId
-from cutcheck.reference.core.coverage import note
 from cutcheck.reference.core.seams import Rules
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 from cutcheck.reference.storage.codec import (
@@ -60,7 +59,7 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.memory import CompletedCheckpoint
+from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
@@ -73,8 +72,15 @@ from cutcheck.reference.storage.restore_target import (  # noqa: F401 (load_rest
     storage_root,
 )
 from cutcheck.reference.storage.retention import subsume
-from cutcheck.reference.storage.rules import registry_key  # noqa: F401 (registers the storage seams)
-from cutcheck.reference.storage.shared_registry import SharedStateRegistry
+from cutcheck.reference.storage.rules import (
+    builds_on_restored,
+    exclusive_files_discarded_on_abort,
+    files_discarded_when_subsumed,
+    job_owns_completed,
+    registry_key,
+    shared_files_discarded_on_abort,
+)
+from cutcheck.reference.storage.shared_registry import SharedStateRegistry, registry_may_discard
 
 
 @dataclass(slots=True)
@@ -115,6 +121,7 @@ class FsCheckpointStorage:
         self.pending: dict[int, Pending] = {}
         self.kinds: dict[int, str] = {}
         self._kind_of: Callable[[int], str] = lambda cp: "checkpoint"
+        self.observer: StorageObserver | None = None  # set by bind: the run's event bus
         self._no_sharing = False
         self.restored: CompletedCheckpoint | None = None
         self.unclaimed: list[str] = []  # files of a checkpoint restored with no_claim: the user's, never deleted
@@ -135,12 +142,16 @@ class FsCheckpointStorage:
             self._restore(target[0], chain)
 
     # ------------------------------------------------------------------ engine wiring
-    def bind(self, engine: Any) -> None:
-        """Called by the engine: the kind of a pending checkpoint comes from its coordinator."""
-        self.rules = engine.rules
-        self.coverage = getattr(engine, "coverage", None)  # storage transitions count there (core.coverage)
-        pending = engine.coordinator.pending
-        self._kind_of = lambda cp: pending[cp].kind if cp in pending else "checkpoint"
+    def bind(self, rules: Rules, kind_of: Callable[[int], str], observer: StorageObserver) -> None:
+        """Called by the engine: its rules, the kind of a pending checkpoint (its coordinator knows), and
+        where this storage reports its transitions and its closing (the run's event bus)."""
+        self.rules = rules
+        self._kind_of = kind_of
+        self.observer = observer
+
+    def _transition(self, name: str) -> None:
+        if self.observer is not None:
+            self.observer.transition(name)  # core.coverage counts it
 
     def begin(self, cp: int, kind: str) -> None:
         """For callers without a coordinator (tests): declare a checkpoint's kind before its acks."""
@@ -155,7 +166,7 @@ class FsCheckpointStorage:
         p.tasks[snapshot.sid] = self._write_task(snapshot, p)
         if p.kind == "checkpoint":
             for key in sorted(set(p.shared) - known):  # on acknowledgement, whatever happens next (facts §5.4)
-                note(self, "storage", "reuse" if key in self.registry.entries else "register")
+                self._transition("reuse" if key in self.registry.entries else "register")
                 if self.registry.register(key, p.shared[key], p.cp) != p.shared[key]:
                     raise ValueError(f"the registry holds another file for {key}")  # _piece reuses what it can
 
@@ -170,9 +181,10 @@ class FsCheckpointStorage:
                  "shared": [self._stored_path(f, p, "shared") for f in shared]}
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
-        self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
+        owned = self.rules[job_owns_completed](savepoint)
+        self.held.append(Held(p.cp, p.kind, p.path, owned, {"exclusive": list(p.exclusive), "shared": shared}))
         if savepoint:
-            note(self, "storage", "savepoint")
+            self._transition("savepoint")
         if not savepoint:
             self._no_sharing = False  # the first completed checkpoint after a no_claim restore ends NO_SHARING
         subsumed = self._subsume(retained)
@@ -184,13 +196,13 @@ class FsCheckpointStorage:
         p = self.pending.pop(cp, None)
         if p is None:
             return
-        note(self, "storage", "abort-discard")
+        self._transition("abort-discard")
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
-        for path in self.rules.exclusive_files_discarded_on_abort(list(p.exclusive)):
+        for path in self.rules[exclusive_files_discarded_on_abort](list(p.exclusive)):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
-        for path in self.rules.shared_files_discarded_on_abort(sorted(set(p.shared.values()))):
+        for path in self.rules[shared_files_discarded_on_abort](sorted(set(p.shared.values()))):
             self.files.delete(path)
         self._prune(p.path)
         self._check_ref(f"after checkpoint {cp} was aborted")
@@ -219,12 +231,11 @@ class FsCheckpointStorage:
         for cp in sorted(self.pending):
             self.abort(cp)
         live = {f for h in self.held for f in h.files["shared"]}
-        for path in self.registry.discard_all_except(live, self.rules.registry_may_discard):
+        for path in self.registry.discard_all_except(live, self.rules[registry_may_discard]):
             self.files.delete(path)
         self._check_ref("when the job ended")
-        watch = getattr(self, "watch", None)  # reference.checks.storage_invariants, attached by the engine
-        if watch is not None:
-            watch.at_close()  # SAVEPOINT_KEPT, NO_ORPHANS
+        if self.observer is not None:
+            self.observer.closed()  # reference.checks.storage_invariants: SAVEPOINT_KEPT, NO_ORPHANS
 
     # ------------------------------------------------------------------ writing
     def _kind(self, cp: int) -> str:
@@ -278,7 +289,7 @@ class FsCheckpointStorage:
         if p.no_sharing:
             return self._handle(value, p)
         digest = sha256(data)
-        key = self.rules.registry_key(vertex, kg, digest)
+        key = self.rules[registry_key](vertex, kg, digest)
         path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
         p.shared[key] = path
         return {"file": self._stored_path(path, p, "shared"), "scope": "shared", "bytes": len(data), "sha256": digest}
@@ -309,7 +320,7 @@ class FsCheckpointStorage:
         subsumed: list[int] = []
         for victim in subsume(self.held, retained, self.rules):
             subsumed.append(victim.cp)
-            note(self, "storage", "subsume")
+            self._transition("subsume")
             if victim.owned:
                 self._discard(victim)
             else:  # a savepoint (or an unclaimed restore) is the user's: its files are no longer ours to clean
@@ -319,7 +330,7 @@ class FsCheckpointStorage:
     def _discard(self, h: Held) -> None:
         """The metadata first, so a half-discarded checkpoint is never offered for restore."""
         self.files.delete(os.path.join(h.path, METADATA))
-        for path in h.files["exclusive"]:
+        for path in self.rules[files_discarded_when_subsumed](h.files["exclusive"]):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         self._prune(h.path)
@@ -328,8 +339,8 @@ class FsCheckpointStorage:
         # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
-        for path in self.registry.unregister_unused(min(ids), self.rules.registry_may_discard):
-            note(self, "storage", "shared-delete")
+        for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
+            self._transition("shared-delete")
             self.files.delete(path)
 
     def _prune(self, directory: str) -> None:
@@ -364,10 +375,10 @@ class FsCheckpointStorage:
 
     def _restore(self, done: CompletedCheckpoint, chain: list[Any]) -> None:
         claim = self.restore_mode == "claim"
-        shares = self.rules.builds_on_restored(claim)
+        shares = self.rules[builds_on_restored](claim)
         for r in chain:
             # Unclaimed files are registered under their path: never matched, so never built upon.
-            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
+            keys = {path: self.rules[registry_key](v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
             self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=shares)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
                                   {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))

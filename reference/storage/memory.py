@@ -26,6 +26,14 @@ class CompletedCheckpoint:
     end_step: int = 0
 
 
+class StorageObserver(Protocol):
+    """Where a storage reports what it did (the engine publishes it on the run's event bus)."""
+
+    def transition(self, name: str) -> None: ...
+
+    def closed(self) -> None: ...
+
+
 class CheckpointStorage(Protocol):
     def acknowledge(self, snapshot: TaskSnapshot) -> None:
         """A subtask's state for a pending checkpoint (shared state is registered here, facts §5.4)."""

@@ -11,6 +11,7 @@ from typing import Any
 from cutcheck.model.errors import InvariantViolation, RestoreRefused
 from cutcheck.reference import Scenario
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.events.stream import Logged
 from cutcheck.reference.storage.memory import CompletedCheckpoint, InMemoryStorage
 
 POINTWISE_OR_BROADCAST = ("forward", "rescale", "broadcast")
@@ -35,13 +36,13 @@ def run(s: dict[str, Any]) -> Run:
     engine = Engine(Scenario.from_json(s), storage=InMemoryStorage())
     result = Run(engine, [], [])
 
-    def on_event(kind: str, info: dict[str, Any]) -> None:
-        if kind == "restore":  # fired once the new runtime holds the restored state
+    def on_event(e: Logged) -> None:
+        if e.kind == "restore":  # fired once the new runtime holds the restored state
             done = engine.storage.latest()
             assert done is not None
             result.restores.append((done, dict(engine.parallelism)))
 
-    engine.listeners.append(on_event)
+    engine.bus.subscribe(Logged, on_event)
     try:
         engine.run()
     except InvariantViolation as exc:

@@ -16,6 +16,7 @@ from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import END_OF_INPUT_CHECKPOINT, BatchEngine, make_engine
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.events.stream import Logged
 from tests.reference.helpers import EXAMPLES, scenario
 
 
@@ -27,8 +28,8 @@ def stages(scn: Scenario) -> dict[str, tuple[int, int]]:
     """Region (as its sorted subtask names) -> (deploy step, finish step) in a run without failures."""
     engine = make_engine(dataclasses.replace(scn, failures=()))
     seen: dict[str, list[int]] = {}
-    engine.listeners.append(lambda kind, info: seen.setdefault(info["detail"], []).append(info["step"])
-                            if kind in ("deploy", "region_finished") else None)
+    engine.bus.subscribe(Logged, lambda e: seen.setdefault(e.detail, []).append(e.step)
+                         if e.kind in ("deploy", "region_finished") else None)
     engine.run()
     return {region: (steps[0], steps[1]) for region, steps in seen.items()}
 

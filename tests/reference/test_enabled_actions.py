@@ -2,7 +2,7 @@
 to an oracle that restates each action's rule from the run's raw state (queues, credits, buffer
 pools, blocked flags, the pending checkpoints and the job graph), calling none of the engine's
 helpers (``Task.readable``, ``Task.has_unflushed``, ``Task.output_available``, ``InputGate.recovering``,
-``Engine._can_transmit``, ``Engine._snapshots_unaligned``, ``Engine.edge_unaligned``), over generated
+``Engine._can_transmit``, ``CheckpointController.snapshots_unaligned``, ``Engine.edge_unaligned``), over generated
 scenarios with failures, rescales and every mode. Only what Flink does too may end a run early (a
 restore it refuses, a restart loop of failing checkpoints): any other violation fails this test."""
 

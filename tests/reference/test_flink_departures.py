@@ -99,7 +99,7 @@ def _tracking_map(max_concurrent: int) -> tuple[Engine, Any, list[int]]:
 
 def _barrier(task: Any, channel: int, cp: int) -> None:
     b = Barrier(cp, "checkpoint", "at_least_once", 0)
-    task.handler = task.handler.barrier_received(task, task.channels[channel], b)
+    task.handler = task.handler.barrier_received(task.control, task.channels[channel], b)
 
 
 def test_at_least_once_a_newer_barrier_declines_nothing() -> None:
@@ -159,7 +159,7 @@ def _coordinator_only(max_concurrent: int = 2, src_parallelism: int = 1) -> Engi
     raw = scenario(_chain(src_parallelism), mode="aligned")
     raw["checkpoint"]["max_concurrent"] = max_concurrent
     engine = Engine(Scenario.from_json(raw))
-    engine.cut_checks = False  # the acknowledgements below carry no channel data
+    engine.checks.cut = False  # the acknowledgements below carry no channel data
     return engine
 
 
@@ -279,9 +279,9 @@ def test_a_checkpoint_declined_because_a_newer_barrier_arrived_does_not_fail_the
     older, newer = engine.coordinator.trigger(), engine.coordinator.trigger()
     task = next(t for t in engine.tasks.values() if t.sid.vertex == "map")
     for cp in (older, newer):
-        task.handler = task.handler.barrier_received(task, task.channels[0], Barrier(cp, "checkpoint", "aligned", 0))
+        task.handler = task.handler.barrier_received(task.control, task.channels[0], Barrier(cp, "checkpoint", "aligned", 0))
         assert isinstance(task.handler, CollectingBarriers) and task.handler.cp == cp
-    assert older not in engine.coordinator.pending and engine.coordinator.job_failure is None
+    assert older not in engine.coordinator.pending and engine.job_failover is None
     assert engine.coordinator.stats[-1].reason.endswith("a newer barrier arrived (subsumed)")
 
 

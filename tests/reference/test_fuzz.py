@@ -198,7 +198,7 @@ def test_seed_campaign_counterexamples_are_shrunk_and_replay(tmp_path: Path) -> 
 
 def test_at_least_once_checkpointing_accepts_duplicates_and_count_gaps_but_not_losses() -> None:
     from cutcheck.reference.checks.oracle import ExactlyOnce
-    from cutcheck.reference.fuzzing.verdicts import _delivered
+    from cutcheck.reference.judge import _delivered
 
     duplicated = ExactlyOnce(ok=False, duplicated=13)
     assert _delivered(duplicated, at_least_once=True) and not _delivered(duplicated, at_least_once=False)

@@ -20,6 +20,7 @@ from cutcheck.model.execution import SubtaskId
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.checks.tracing import validate_run
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.events.stream import Logged
 from tests.reference.helpers import scenario
 from tests.reference.test_rescale import rescale_graphs
 
@@ -50,11 +51,11 @@ def _run_to_failover(engine: Engine) -> tuple[dict[SubtaskId, Any], set[str], li
     checkpoints of that moment."""
     seen: dict[str, Any] = {}
 
-    def on_event(kind: str, info: dict[str, Any]) -> None:
-        if kind == "failure" and "tasks" not in seen:
+    def on_event(e: Logged) -> None:
+        if e.kind == "failure" and "tasks" not in seen:
             seen.update(tasks=dict(engine.tasks), staged=set(engine.store.staged), pending=list(engine.coordinator.pending))
 
-    engine.listeners.append(on_event)
+    engine.bus.subscribe(Logged, on_event)
     while "tasks" not in seen:
         engine.tick()
     return seen["tasks"], seen["staged"], seen["pending"]

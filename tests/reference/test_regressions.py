@@ -35,7 +35,7 @@ def test_stale_priority_barrier_keeps_the_newer_checkpoint_persisting() -> None:
     assert summary["checkpoints_aborted"] >= 6 and summary["checkpoints_completed"] >= 1
 
     engine = make_engine(Scenario.from_json(raw), trace=True)
-    engine.cut_checks = False  # the traces alone must agree with the protocol
+    engine.checks.cut = False  # the traces alone must agree with the protocol
     with contextlib.suppress(InvariantViolation):
         engine.run()
     assert validate_run([*engine.trace_archive, engine.traces]) == []

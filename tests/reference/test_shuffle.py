@@ -10,6 +10,7 @@ from cutcheck.model.execution import SubtaskId
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.engine import Engine
+from cutcheck.reference.events.stream import Logged
 from cutcheck.reference.runtime.network import END_OF_PARTITION, Buf, EndOfPartition
 from cutcheck.reference.shuffle.partitions import (
     BlockingReader,
@@ -131,8 +132,8 @@ def test_blocking_partitions_outlive_their_producer_and_its_worker(tmp_path: Pat
     assert isinstance(engine, BatchEngine)
     checked = []
 
-    def on(kind: str, info: dict[str, Any]) -> None:
-        if kind == "deploy" and info["detail"].startswith("{count[") and not checked:
+    def on(e: Logged) -> None:
+        if e.kind == "deploy" and e.detail.startswith("{count[") and not checked:
             # The producers (src/clean) finished; their partitions occupy no worker, only files.
             for w in (0, 1):
                 held = engine.shuffle.environment("blocking", w).partitions_occupying_local_resources()
@@ -145,7 +146,7 @@ def test_blocking_partitions_outlive_their_producer_and_its_worker(tmp_path: Pat
                        for d in clean)
             checked.append(True)
 
-    engine.listeners.append(on)
+    engine.bus.subscribe(Logged, on)
     engine.run()
     assert checked and engine.oracle.verdict().ok
     assert list(tmp_path.iterdir()) == []  # released at job end, the job's directory removed

@@ -45,8 +45,8 @@ class Tee:
     def __init__(self, fs: FsCheckpointStorage):
         self.fs, self.mem, self.compared = fs, InMemoryStorage(), 0
 
-    def bind(self, engine: Any) -> None:
-        self.fs.bind(engine)
+    def bind(self, *wiring: Any) -> None:
+        self.fs.bind(*wiring)
 
     def acknowledge(self, snapshot: TaskSnapshot) -> None:
         self.fs.acknowledge(snapshot)

@@ -64,7 +64,7 @@ def test_mutated_engine_traces_are_rejected(mutant: str) -> None:
         sdict = scenario_dict(SeedDraw(seed), modes=("unaligned",), max_records=150, rescale=False, batch=False)
         sdict["mutants"] = [mutant]
         engine = make_engine(Scenario.from_json(sdict), trace=True)
-        engine.cut_checks = False
+        engine.checks.cut = False
         # ORDER or EXACTLY_ONCE may notice later and stop the run; the traces up to there count.
         with contextlib.suppress(InvariantViolation):
             engine.run()

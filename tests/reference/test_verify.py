@@ -22,11 +22,12 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     from cutcheck.reference.core.coverage import Coverage
     from cutcheck.reference.fuzzing import campaigns as fz
     from cutcheck.reference.fuzzing.verdicts import Verdict
+    from cutcheck.reference.judge import finding
 
     fuzz_scenario = scenario_from_seed(4, mutants=("no-output-state",))
     coverage = Coverage()
     coverage.hit("handler", "CollectingBarriers", "barrier_received")
-    found = Verdict(False, False, [{"invariant": "CUT", "detail": "planted"}], fuzz_scenario)
+    found = Verdict(finding("CUT", "planted"), fuzz_scenario)
     monkeypatch.setattr(proofs, "run", lambda: [ProofResult("cut-unaligned", "proved", "unbounded", 0.1),
                                                 ProofResult("cut[x]", "counterexample", "4", 0.1, expected="counterexample")])
     monkeypatch.setattr(fz, "hypothesis_campaign", lambda **kw: fz.CampaignResult(
@@ -51,7 +52,8 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     assert res.exit_code == 1, res.output
     for text in ("FAILED", "counterexample (fuzz): CUT: planted", "ENGINE FAULT while hunting discard-on-abort",
                  "counterexample (mutants (discard-on-abort)): ENGINE_FAULT", "example s", "spark validation",
-                 "coverage of the fuzz stage: 1 of", "not reached:"):
+                 "coverage of the fuzz stage: 1 of", "not reached:",
+                 "example s: trace skipped (the run was not traced)"):  # a skipped check is said
         assert text in res.output, text
     report = json.loads((tmp_path / "v.json").read_text())
     paths = [Path(c["path"]) for c in report["counterexamples"]]
@@ -60,3 +62,4 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     assert json.loads(paths[1].read_text()) == scenario_from_seed(6)
     assert report["coverage"]["reached"] == {"handler CollectingBarriers.barrier_received": 1}
     assert [r["ok"] for r in report["rows"]][2:4] == [False, False]  # fuzz and mutants
+    assert report["example_verdicts"]["s"]["outcome"] == "holds"

@@ -1,0 +1,68 @@
+"""The run-time checks of one run, subscribed to its event bus.
+
+Each check is a subscriber: OWNERSHIP of the key-group ranges whenever tasks are deployed, CUT,
+ALIGNED_EDGE and BROADCAST_STATE when a checkpoint is about to be stored, RETAINED, SAVEPOINT_KEPT
+and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore. A
+check raises ``InvariantViolation`` from its subscriber, at the step the event happened; the
+protocol code that published the event never knows a check exists.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cutcheck.model.kinds import CheckpointMode
+from cutcheck.reference.checks.invariants import (
+    check_completed_checkpoint,
+    check_cut_of_checkpoint,
+    check_key_group_ranges,
+)
+from cutcheck.reference.checks.restore_judgement import judge_restore
+from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
+from cutcheck.reference.events.stream import (
+    CheckpointCompleted,
+    CheckpointCompleting,
+    EventBus,
+    RestoreTried,
+    StorageClosed,
+    TasksDeployed,
+)
+
+if TYPE_CHECKING:
+    from cutcheck.reference.checks.invariants import CheckedRun
+
+
+class RunChecks:
+    """The checks of one run. ``cut`` off lets a test show that trace validation alone catches a
+    faulty engine (CUT is then not checked; ALIGNED_EDGE and BROADCAST_STATE still are)."""
+
+    def __init__(self, run: CheckedRun, bus: EventBus):
+        self.run = run
+        self.cut = True
+        self.retention = RetentionWatch(run.storage, run.scenario.checkpoint.retained)  # RETAINED
+        self.storage = StorageWatch.of(run.storage)  # SAVEPOINT_KEPT, NO_ORPHANS (on-disk storage only)
+        bus.subscribe(TasksDeployed, self.on_deployed)
+        bus.subscribe(RestoreTried, self.on_restore)
+        bus.subscribe(CheckpointCompleting, self.on_completing)
+        bus.subscribe(CheckpointCompleted, self.on_completed)
+        bus.subscribe(StorageClosed, self.on_storage_closed)
+
+    def on_deployed(self, _e: TasksDeployed) -> None:
+        check_key_group_ranges(self.run)  # OWNERSHIP of the ranges themselves
+
+    def on_restore(self, e: RestoreTried) -> None:
+        judge_restore(self.run, e.done, e.refusal)  # RESTORE_JUDGED: the engine refuses what Flink refuses
+
+    def on_completing(self, e: CheckpointCompleting) -> None:
+        if self.cut and self.run.scenario.checkpoint.mode != CheckpointMode.AT_LEAST_ONCE:
+            check_cut_of_checkpoint(self.run, e.done)
+        check_completed_checkpoint(self.run, e.done)  # ALIGNED_EDGE, BROADCAST_STATE: before it is stored, as CUT
+
+    def on_completed(self, e: CheckpointCompleted) -> None:
+        self.retention.on_complete(e.done)
+        if self.storage is not None:
+            self.storage.on_complete(e.done, list(e.subsumed))
+
+    def on_storage_closed(self, _e: StorageClosed) -> None:
+        if self.storage is not None:
+            self.storage.at_close()

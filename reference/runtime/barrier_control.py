@@ -1,0 +1,112 @@
+"""What a task's barrier handler sees of its task: the effects the alignment rules need, and no more.
+
+Flink's handler states (``SingleCheckpointBarrierHandler`` and its ``BarrierHandlerState``s) act on
+their task through a ``CheckpointBarrierBehaviourController``; ``TaskBarrierControl`` is that
+controller here. It implements ``checkpointing.barriers.BarrierController`` for one ``Task``, and it is
+the only object a handler state is given, so a state cannot reach the run behind the task.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from cutcheck.reference.core.seams import seam
+from cutcheck.reference.runtime.network import Barrier, InputChannel
+
+if TYPE_CHECKING:
+    from cutcheck.reference.runtime.tasks import Task
+
+
+@seam
+def end_of_partition_counts_as_barrier(ch: InputChannel) -> bool:
+    """During alignment a channel whose end of partition the task has consumed counts as one whose
+    barrier has come: nothing more will come on it (FLIP-147, FLINK-21086)."""
+    return ch.ended
+
+
+class TaskBarrierControl:
+    """The controller a barrier handler state acts through, for one task."""
+
+    __slots__ = ("task",)
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    @property
+    def last_cp(self) -> int:
+        """The newest checkpoint this task snapshotted, declined or aborted."""
+        return self.task.last_cp
+
+    @property
+    def channels(self) -> list[InputChannel]:
+        return self.task.channels
+
+    def timed_out(self, b: Barrier) -> bool:
+        return self.task.timed_out(b)
+
+    def queued_barrier(self, cp: int) -> Barrier | None:
+        return self.task.queued_barrier(cp)
+
+    def eop_counts_as_barrier(self, ch: InputChannel) -> bool:
+        return self.task.engine.rules[end_of_partition_counts_as_barrier](ch)
+
+    def dispatched(self, state: str, event: str) -> None:
+        """The barrier handler in ``state`` handled ``event`` (published for coverage)."""
+        self.task.engine.checkpoints.handler_dispatched(state, event)
+
+    def all_received(self, received: set[int]) -> bool:
+        # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
+        return all(ch.index_in_task in received or self.eop_counts_as_barrier(ch) for ch in self.task.channels)
+
+    def block(self, ch: InputChannel) -> None:
+        ch.blocked = True
+
+    def resume(self, ch: InputChannel) -> None:
+        """resumeConsumption of one channel: an aligned barrier we do not align on (its checkpoint
+        was aborted or is over) must not leave its sender blocked."""
+        if not ch.blocked and ch.sender is not None:
+            ch.sender.blocked = False
+
+    def unblock_all(self) -> None:
+        """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
+        for ch in self.task.channels:
+            ch.blocked = False
+            # A sender held by EndOfChannelState stays held until its gate saw the event on every
+            # channel (InputGate.upstream_recovered): a checkpoint during recovery must not let new
+            # data overtake another channel's recovered data (after a rescale, a split's old
+            # in-flight records and its new ones come from different senders).
+            if ch.sender is not None and not any(c.recovery_pending for c in ch.gate.channels):
+                ch.sender.blocked = False
+
+    def stop_persisting(self) -> None:
+        for ch in self.task.channels:
+            ch.persisting = None
+
+    def decline(self, cp: int, reason: str, cause: str) -> None:
+        """Decline ``cp``; ``cause`` is Flink's CheckpointFailureReason for it."""
+        self.task.last_cp = max(self.task.last_cp, cp)
+        self.task.snapshots.pop(cp, None)
+        self.task.engine.coordinator.decline(cp, self.task.sid, reason, cause)
+
+    def prioritise_queued_barriers(self, cp: int) -> set[int]:
+        """Move queued in-order barriers of ``cp`` out of the data order (announcements, facts §3.6)."""
+        taken: set[int] = set()
+        for ch in self.task.channels:
+            for item in list(ch.queue):
+                if isinstance(item, Barrier) and item.cp == cp:
+                    ch.queue.remove(item)
+                    ch.barrier_arrived, ch.barrier_cut = cp, item.cut
+                    if ch.sender is not None and ch.sender.events is not None:
+                        ch.sender.events.publish(("timeout_switch", cp))
+                    taken.add(ch.index_in_task)
+        return taken
+
+    def take_snapshot(self, b: Barrier, *, unaligned: bool, received: set[int] | None = None,
+                      first: InputChannel | None = None) -> None:
+        self.task.engine.checkpoints.snapshot_task(self.task, b, unaligned=unaligned, received=received or set(), first=first)
+
+    def input_side_done(self, cp: int) -> None:
+        snap = self.task.snapshots.get(cp)
+        if snap is not None:
+            snap.input_done = True
+            self.task.engine.checkpoints.maybe_acknowledge(self.task, snap)
