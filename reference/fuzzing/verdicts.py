@@ -19,6 +19,7 @@ from typing import Any
 from cutcheck.model.errors import CutcheckError, InvariantViolation, RestoreRefused
 from cutcheck.reference.checks.tracing import validate_traces
 from cutcheck.reference.core.coverage import Coverage, note_refusal, note_restores
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage, observe
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
 from cutcheck.reference.fuzzing.swarm import Feature
 from cutcheck.reference.scenario import Scenario
@@ -104,6 +105,7 @@ class Verdict:
     rescaled: bool = False  # some restore changed the parallelism
     looped: bool = False  # the job restarted for ever on failed checkpoints, as Flink does (``restart_loop``)
     coverage: Coverage = field(default_factory=Coverage)
+    abstract: AbstractCoverage = field(default_factory=AbstractCoverage)  # abstract states the run was in
 
     @property
     def invariant(self) -> str:
@@ -121,6 +123,7 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
     """
     cov = Coverage()
+    observer, chooser = observe(sdict, chooser)  # read-only: the same choices as without it
     with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
         checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
         try:
@@ -131,7 +134,8 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
             result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace)
         except RestoreRefused as exc:
             note_refusal(cov, str(exc))
-            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict, coverage=cov)
+            return Verdict(True, True, [{"invariant": "REFUSED", "detail": str(exc)}], sdict, coverage=cov,
+                           abstract=observer.coverage)
         except InvariantViolation as exc:  # raised while the job was being built, before it ran
             return _finding(sdict, exc.name, exc.detail)
         except Exception as exc:  # noqa: BLE001 - whatever the engine raises is what the campaign must report
@@ -158,9 +162,9 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     loop = restart_loop(result, violations)
     if loop:
         return Verdict(True, False, [{"invariant": RESTART_LOOP, "detail": loop}], sdict, restarts=result.restarts,
-                       rescaled=rescaled, coverage=cov, looped=True)
+                       rescaled=rescaled, coverage=cov, looped=True, abstract=observer.coverage)
     return Verdict(not violations and delivered, False, violations, sdict, restarts=result.restarts,
-                   rescaled=rescaled, coverage=cov)
+                   rescaled=rescaled, coverage=cov, abstract=observer.coverage)
 
 
 def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
@@ -216,4 +220,5 @@ def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] 
         return {"seed": seed, "ok": False, "refused": False,
                 "violations": [{"invariant": GENERATOR, "detail": f"{type(exc).__name__}: {exc}"}], "coverage": {}}
     v = run_scenario(sdict, trace=trace)
-    return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]}}
+    return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]},
+                          "abstract": {"reached": v.abstract.to_json()["reached"]}}

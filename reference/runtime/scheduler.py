@@ -1,7 +1,10 @@
 """The scheduler's chooser: every nondeterministic choice of the engine goes through one of these.
 
 A seeded chooser makes runs reproducible; an external chooser (Hypothesis draws integers) lets a
-test drive, and shrink, the schedule itself.
+test drive, and shrink, the schedule itself. A scenario may opt into an interleaving chooser
+(``schedule.chooser`` "pct", or a ``barrier_delay``): it sees the enabled actions themselves, not
+only their weights (``ActionChooser``), so it can hold a barrier at its sender or run one thread of
+the job ahead of the others on purpose; ``chooser_for`` builds what a scenario asks for.
 """
 
 from __future__ import annotations
@@ -9,14 +12,36 @@ from __future__ import annotations
 import random
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
+from enum import StrEnum
 from itertools import accumulate
-from typing import Protocol
+from typing import Any, Protocol, runtime_checkable
+
+Action = tuple[int, Callable[[Any], None], Any]  # (weight, what runs, its argument), as the engine lists them
 
 
 class Chooser(Protocol):
     def choose(self, weights: Sequence[int]) -> int:
         """Pick an index into ``weights`` (all positive), with probability proportional to the weight."""
         ...
+
+
+@runtime_checkable
+class ActionChooser(Protocol):
+    """A chooser that sees the enabled actions (and the engine, read-only) rather than their weights.
+    The engine asks ``choose_action`` instead of ``choose`` when ``sees_actions`` is true."""
+
+    sees_actions: bool
+
+    def choose(self, weights: Sequence[int]) -> int: ...
+
+    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int: ...
+
+
+def pick(chooser: Chooser, engine: Any, actions: Sequence[Action]) -> int:
+    """The engine's one call per step: the index of the action to run."""
+    if getattr(chooser, "sees_actions", False):
+        return chooser.choose_action(engine, actions)  # type: ignore[attr-defined]
+    return chooser.choose([a[0] for a in actions])
 
 
 class SeededChooser:
@@ -62,14 +87,16 @@ class ExternalChooser:
 
 
 class ScriptedChooser:
-    """Replays recorded choices (modulo the number of enabled actions), then chooses by seed."""
+    """Replays recorded choices (modulo the number of enabled actions), then chooses by seed (or by
+    ``fallback``, the scenario's interleaving chooser, which then sees only the steps after the script)."""
 
-    __slots__ = ("_choices", "_at", "_fallback")
+    __slots__ = ("_choices", "_at", "_fallback", "sees_actions")
 
-    def __init__(self, choices: Sequence[int], seed: int):
+    def __init__(self, choices: Sequence[int], seed: int, fallback: Chooser | None = None):
         self._choices = list(choices)
         self._at = 0
-        self._fallback = SeededChooser(seed)
+        self._fallback = fallback if fallback is not None else SeededChooser(seed)
+        self.sees_actions = bool(getattr(self._fallback, "sees_actions", False))
 
     def choose(self, weights: Sequence[int]) -> int:
         if len(weights) == 1:
@@ -80,17 +107,25 @@ class ScriptedChooser:
             return c
         return self._fallback.choose(weights)
 
+    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int:
+        if len(actions) > 1 and self._at < len(self._choices):
+            c = self._choices[self._at] % len(actions)
+            self._at += 1
+            return c
+        return pick(self._fallback, engine, actions)
+
 
 class RecordingChooser:
     """Draws each choice from ``draw(n)`` for the first ``budget`` choices and records them, so
     the schedule can be written into a replayable scenario (``schedule.choices``)."""
 
-    __slots__ = ("_draw", "_budget", "_fallback", "choices")
+    __slots__ = ("_draw", "_budget", "_fallback", "choices", "sees_actions")
 
-    def __init__(self, draw: Callable[[int], int], budget: int, seed: int):
+    def __init__(self, draw: Callable[[int], int], budget: int, seed: int, fallback: Chooser | None = None):
         self._draw = draw
         self._budget = budget
-        self._fallback = SeededChooser(seed)
+        self._fallback = fallback if fallback is not None else SeededChooser(seed)
+        self.sees_actions = bool(getattr(self._fallback, "sees_actions", False))
         self.choices: list[int] = []
 
     def choose(self, weights: Sequence[int]) -> int:
@@ -101,3 +136,129 @@ class RecordingChooser:
             self.choices.append(c)
             return c
         return self._fallback.choose(weights)
+
+    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int:
+        if len(actions) > 1 and len(self.choices) < self._budget:
+            c = self._draw(len(actions))
+            self.choices.append(c)
+            return c
+        return pick(self._fallback, engine, actions)
+
+
+class ChooserKind(StrEnum):
+    """How a scenario's steps are chosen (``schedule.chooser``)."""
+
+    WEIGHTED = "weighted"  # by the actions' weights, from the seed: every scenario's default
+    PCT = "pct"  # randomized priorities per thread with a few priority change points (PCT)
+
+
+NOTIFIER = "completion notifications"  # the thread of the coordinator's notify actions
+
+
+def thread_of(arg: Any) -> Any:
+    """The thread an action belongs to: a sender (output subpartition), a task (its channels' actions
+    are its own), or the coordinator's notifier."""
+    if hasattr(arg, "partition"):  # an OutputSubpartition: its transmits are the network's, not the task's
+        return arg
+    if isinstance(arg, tuple):
+        return NOTIFIER
+    return getattr(arg, "task", arg)
+
+
+def held_barrier(arg: Any) -> Any:
+    """The barrier (priority or aligned) at the head of a sender's queue, if this action transmits one."""
+    queue = getattr(arg, "queue", None)
+    if hasattr(arg, "partition") and queue:
+        head = queue[0]
+        if hasattr(head, "cp") and hasattr(head, "priority"):
+            return head
+    return None
+
+
+class InterleavingChooser:
+    """Explores interleavings on purpose, as PCT does (Burckhardt et al., ASPLOS 2010), plus held barriers.
+
+    * ``kind`` PCT: each thread (a task, a sender, the notifier) gets a random priority when first
+      seen, and the enabled thread of highest priority runs (its own actions by weight); at ``depth``
+      change points, drawn among the first ``horizon`` steps, the running thread drops below every
+      other. A low-priority sender then keeps its barrier queued while the rest of the job runs on.
+    * ``barrier_delay``: about half of the barriers (drawn per sender and checkpoint when first seen)
+      wait at the head of their sender's queue until a latency of up to ``barrier_delay`` steps since
+      their checkpoint's trigger has passed, unless nothing else can run: a checkpoint can then
+      expire while its barrier is still at a sender, and a link can carry one checkpoint's barrier
+      fast and the next one's slowly.
+    Every draw comes from one seeded generator, so the scenario's seed reproduces the schedule.
+    """
+
+    __slots__ = ("_rng", "kind", "delay", "_changes", "_priority", "_latency", "_steps", "sees_actions")
+
+    def __init__(self, seed: int, kind: ChooserKind = ChooserKind.PCT, depth: int = 0, horizon: int = 1,
+                 barrier_delay: int = 0):
+        self._rng = random.Random(seed)
+        self.kind = kind
+        self.delay = barrier_delay
+        self._changes = sorted(self._rng.randrange(max(1, horizon)) for _ in range(depth)) if kind is ChooserKind.PCT else []
+        self._priority: dict[int, tuple[float, Any]] = {}  # id(thread) -> (priority, the thread, kept alive)
+        self._latency: dict[tuple[int, int], tuple[int, Any]] = {}  # (id(sender), checkpoint) -> (steps, the sender)
+        self._steps = 0
+        self.sees_actions = True
+
+    def choose(self, weights: Sequence[int]) -> int:
+        """Without the actions (a caller that only has weights): a weighted choice from the seed."""
+        cumulative = list(accumulate(weights))
+        return bisect_right(cumulative, self._rng.randrange(cumulative[-1]))
+
+    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int:
+        self._steps += 1
+        if len(actions) == 1:
+            return 0
+        idx = list(range(len(actions)))
+        if self.delay:
+            free = [i for i in idx if not self._held(engine.step, actions[i][2])]
+            idx = free or idx  # nothing else can run: the held barrier goes (no deadlock of our making)
+        if self.kind is not ChooserKind.PCT:
+            return idx[self.choose([actions[i][0] for i in idx])]
+        best = max(self._prio(thread_of(actions[i][2])) for i in idx)
+        mine = [i for i in idx if self._prio(thread_of(actions[i][2])) == best]
+        chosen = mine[self.choose([actions[i][0] for i in mine])] if len(mine) > 1 else mine[0]
+        while self._changes and self._changes[0] <= self._steps:
+            self._changes.pop(0)
+            thread = thread_of(actions[chosen][2])
+            self._priority[id(thread)] = (-float(len(self._changes) + 1) - self._rng.random(), thread)
+        return chosen
+
+    def _prio(self, thread: Any) -> float:
+        known = self._priority.get(id(thread))
+        if known is None:
+            known = self._priority[id(thread)] = (self._rng.random(), thread)
+        return known[0]
+
+    def _held(self, step: int, arg: Any) -> bool:
+        barrier = held_barrier(arg)
+        if barrier is None:
+            return False
+        key = (id(arg), barrier.cp)
+        latency = self._latency.get(key)
+        if latency is None:
+            # Half the barriers cross at once; the others after a latency of their own, so one link can
+            # carry one checkpoint's barrier fast and the next one's slowly.
+            latency = self._latency[key] = (self._rng.randint(1, self.delay) if self._rng.random() < 0.5 else 0, arg)
+        # A latency from the trigger, not a wait per barrier: the barriers of checkpoints triggered
+        # back to back leave in order, instead of piling up one ``delay`` behind the other.
+        return step - barrier.trigger_step < latency[0]
+
+
+def chooser_for(schedule: Any, seed: int) -> Chooser:
+    """The chooser a scenario's ``schedule`` section asks for: today's seeded weighted choice unless it
+    opts into PCT or held barriers; a scripted prefix (``choices``) goes first either way."""
+    kind = ChooserKind(getattr(schedule, "chooser", ChooserKind.WEIGHTED))
+    delay = getattr(schedule, "barrier_delay", 0)
+    base: Chooser
+    if kind is ChooserKind.WEIGHTED and not delay:
+        base = SeededChooser(seed)
+    else:
+        base = InterleavingChooser(seed, kind, getattr(schedule, "pct_depth", 0), getattr(schedule, "pct_horizon", 1),
+                                   delay)
+    if schedule.choices:
+        return ScriptedChooser(schedule.choices, seed, fallback=base)
+    return base
