@@ -47,6 +47,8 @@ STALE = {
     "at-sender": "a barrier of an expired or aborted checkpoint still queued at its sender while a newer one is pending",
     "at-receiver": "a stale priority barrier among a receiver's priority events while a newer checkpoint is pending",
     "meets-persisting": "a stale barrier reaching a channel that persists the newer checkpoint (FLINK-21104's order)",
+    "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
+                       "newer checkpoint (the records FLINK-21104 lost)"),
 }
 SIDES = ("input", "output")
 BATCH_ONLY = frozenset({Feature.BLOCKING})
@@ -58,26 +60,6 @@ CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.C
 
 def _count(n: int) -> str:
     return COUNTS[min(n, 2)]
-
-
-def _channel_unreachable(state: str) -> str | None:
-    persisting, pending = state.split("/")
-    if persisting == "persisting" and pending == "2+":
-        return ("a channel persists only for an unaligned checkpoint, and unaligned checkpoints run one at a time "
-                "(Flink refuses max_concurrent > 1 with them)")
-    return None
-
-
-def _transition_unreachable(a: str, b: str) -> str | None:
-    why = _channel_unreachable(a) or _channel_unreachable(b)
-    if why is not None:
-        return why
-    (pa, na), (pb, nb) = a.split("/"), b.split("/")
-    if abs(PENDING.index(na) - PENDING.index(nb)) > 1 and "2+" in (na, nb):
-        return None  # a completed checkpoint subsumes every older pending one in one step
-    if pa == "idle" and pb == "persisting" and nb == "0":
-        return "persisting starts for a pending unaligned checkpoint, so one is pending right after"
-    return None
 
 
 def _restore_unreachable(partitioner: str, side: str) -> str | None:
@@ -98,20 +80,19 @@ def _pair_unreachable(a: Feature, b: Feature) -> str | None:
         return "concurrent checkpoints are drawn for aligned mode only (Flink allows one unaligned checkpoint in flight)"
     if Feature.RESUBMIT in pair and pair & {Feature.RESCALE, Feature.RESCALE_SEVERAL, Feature.REFUSABLE_RESCALE}:
         return "a resubmit is drawn only for scenarios without rescales (their output credit across a restore is open work)"
-    if Feature.AT_LEAST_ONCE_SINK in pair:
-        return ("at-least-once sinks are controls asked for by name only (the at-least-once focus); its pairs are "
-                "outside the swarm's")
     return None
 
 
 def _universe() -> dict[Cell, str | None]:
     cells: dict[Cell, str | None] = {}
     for state in CHANNEL_STATES:
-        cells["channel", state, ""] = _channel_unreachable(state)
+        # No channel state or transition is ruled out: a savepoint may be pending beside an unaligned
+        # checkpoint (persisting/2+), and the observer looks once per step, after timers and an action.
+        cells["channel", state, ""] = None
     for a in CHANNEL_STATES:
         for b in CHANNEL_STATES:
             if a != b:
-                cells["transition", a, b] = _transition_unreachable(a, b)
+                cells["transition", a, b] = None
     for kind in BARRIERS:
         for n in COUNTS:
             cells["overtake", kind, n] = None
@@ -197,18 +178,21 @@ class AbstractObserver:
     pending or some channel still persists, senders are scanned only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
         self._last: dict[int, tuple[str, Any]] = {}  # id(channel) -> (its last state, the channel, kept alive)
         self._restores = 0
+        self._busy = False  # some channel persisted at the last look
+        # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
+        self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
         pending = engine.coordinator.pending
         npending = len(pending)
-        if npending or self._last:
+        if npending or self._busy:
             self._channels(engine, hits, npending)
         if npending:
             self._senders(engine, hits, pending)
@@ -234,15 +218,33 @@ class AbstractObserver:
                     if before is not None:
                         hits["transition", before[0], state] += 1
                     last[key] = (state, ch)
+                if ch.persisting is not None and ch.sender is not None:
+                    self._after_stale(ch, hits)
                 if ch.priority and newest >= 0:
                     for b in ch.priority:
                         if b.cp < newest and b.cp not in pending:
                             hits["stale", "at-receiver", ""] += 1
-                            if ch.persisting is not None and ch.persisting > b.cp:
-                                hits["stale", "meets-persisting", ""] += 1
                             break
-        if not npending and not busy:
-            last.clear()  # every channel idle with nothing pending: nothing to follow until the next trigger
+        # Every channel idle with nothing pending: no channel changes state until the next trigger.
+        self._busy = busy
+
+    def _after_stale(self, ch: Any, hits: Counter[Cell]) -> None:
+        """A barrier older than the checkpoint a channel persists reaching it while it persists
+        (``meets-persisting``), then records crossing the channel behind it (``records-behind``): the
+        records a stale barrier must not cut off."""
+        p, arrived, sent = ch.persisting, ch.barrier_arrived, ch.sender.transmitted
+        key = id(ch)
+        seen = self._passed.get(key)
+        if seen is None or seen[0] != p:
+            self._passed[key] = (p, arrived, sent, False, ch)
+        elif arrived != seen[1]:
+            armed = arrived < p
+            if armed:
+                hits["stale", "meets-persisting", ""] += 1
+            self._passed[key] = (p, arrived, sent, armed, ch)
+        elif seen[3] and sent > seen[2]:
+            hits["stale", "records-behind", ""] += 1
+            self._passed[key] = (p, arrived, sent, True, ch)
 
     def _senders(self, engine: Any, hits: Counter[Cell], pending: Mapping[int, Any]) -> None:
         newest = max(pending)
@@ -259,9 +261,6 @@ class AbstractObserver:
                     hits["overtake", "aligned", _count(sum(1 for x in list(q)[:pos] if x.__class__ is Buf))] += 1
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
-                    persisting = sp.channel.persisting
-                    if pos == 0 and persisting is not None and persisting > item.cp:
-                        hits["stale", "meets-persisting", ""] += 1
                 break
 
     def _restore(self, engine: Any, hits: Counter[Cell], report: Mapping[str, Any]) -> None:
