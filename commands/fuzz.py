@@ -44,6 +44,12 @@ def replay_line(path: Path | str) -> str:
     return f"replay: cutcheck simulate {path} --trace"
 
 
+def abstract_lines(coverage: Any) -> list[str]:
+    from cutcheck.reference.fuzzing.abstract_coverage import abstract_lines as lines
+
+    return lines(coverage)
+
+
 def coverage_lines(coverage: Any) -> list[str]:
     """The coverage summary and the reachable cells no run reached, by name."""
     missed = coverage.missed()
@@ -177,7 +183,7 @@ def fuzz(
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
-    for line in coverage_lines(result.coverage):
+    for line in coverage_lines(result.coverage) + abstract_lines(result.abstract):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report: dict[str, Any] = result.to_json()
     paths = _write_run_dir(out_dir, force, report, [result.failure.scenario] if result.failure else [], "cutcheck-fuzz-")
@@ -227,7 +233,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     bad = [v for v in result.verdicts if not v["ok"]]
     show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "restart loops",
          "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
-    for line in coverage_lines(result.coverage):
+    for line in coverage_lines(result.coverage) + abstract_lines(result.abstract):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report = result.to_json() | {"verdicts": result.verdicts}
     found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]

@@ -25,6 +25,7 @@ from cutcheck.commands.fuzz import (
     _check_mutants,
     _progress,
     _write_counterexample,
+    abstract_lines,
     replay_line,
     usable_cpus,
 )
@@ -135,6 +136,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
         "scenario", detail, campaign.ok and campaign.examples > 0)
     report["fuzz"] = campaign.to_json() | {"ok": campaign.ok}
     report["coverage"] = campaign.coverage.to_json()
+    report["abstract_coverage"] = campaign.abstract.to_json()
 
     kills = []
     progress, task = _progress("mutation check", len(MUTANTS))
@@ -214,6 +216,8 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     if report["coverage"]["missed"]:
         out.print("  not reached: " + ", ".join(report["coverage"]["missed"]), markup=False, highlight=False,
                   soft_wrap=True)
+    for line in abstract_lines(campaign.abstract):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     for c in counterexamples:
         out.print(f"counterexample ({c['stage']}): {c['invariant']}: {c['detail']}", markup=False, highlight=False,
                   soft_wrap=True)

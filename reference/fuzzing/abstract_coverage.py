@@ -312,3 +312,22 @@ def observe(sdict: Mapping[str, Any], chooser: Chooser | None) -> tuple[Abstract
         for cell in feature_pairs(features_of(sdict)):
             observer.coverage.hits[cell] += 1
     return observer, ObservingChooser(chooser, observer)
+
+
+def abstract_lines(coverage: AbstractCoverage) -> list[str]:
+    """The summary for ``fuzz`` and ``verify``: reached of reachable per family, the unreached cells by
+    name (pairs by count: the JSON report names them), and how many are ruled out (with reasons there)."""
+    families: dict[str, list[int]] = {}
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if why is None:
+            counts = families.setdefault(cell[0], [0, 0])
+            counts[0] += bool(coverage.hits[cell])
+            counts[1] += 1
+    ruled_out = sum(why is not None for why in ABSTRACT_UNIVERSE.values())
+    lines = [f"abstract coverage: {coverage.describe()} ("
+             + ", ".join(f"{family} {n}/{total}" for family, (n, total) in families.items())
+             + f"; {ruled_out} unreachable, with reasons in the JSON report)"]
+    missed = [cell_name(c) for c in coverage.missed() if c[0] != "pair"]
+    if missed:
+        lines.append("abstract states not reached: " + ", ".join(missed))
+    return lines
