@@ -3,6 +3,8 @@ found, one JSON line per figure.
 
     python benchmarks/bench_guided.py [--seconds 60] [--seeds 0,1,2,3,4] [--faults a,b] [--reach-seeds 200]
 
+0. Observer: seconds of the first 60 seeds of the campaign cycle run plainly and watched by the
+   abstract-state observer (every fuzz verdict is), and their ratio.
 1. Reach: over the first ``--reach-seeds`` scenarios of the expiry-unaligned focus (``verdicts.FOCI``),
    with and without the interleaving knobs (``interleave``), how many reach the FLINK-21104 cells
    (``stale meets-persisting``, ``stale records-behind``) and the seconds per scenario (the baseline
@@ -14,6 +16,7 @@ found, one JSON line per figure.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
@@ -21,8 +24,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver, ObservingChooser  # noqa: E402
 from cutcheck.reference.fuzzing.guided import guided_campaign  # noqa: E402
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_of_seed  # noqa: E402
+from cutcheck.reference.scenario import Scenario  # noqa: E402
+from cutcheck.reference.simulate import simulate  # noqa: E402
 
 CELLS = (("stale", "meets-persisting", ""), ("stale", "records-behind", ""))
 FAULTS = ("obsolete-barrier-ends-persisting", "broadcast-edge-unaligned")
@@ -30,6 +36,26 @@ FAULTS = ("obsolete-barrier-ends-persisting", "broadcast-edge-unaligned")
 
 def emit(**figure: object) -> None:
     print(json.dumps(figure), flush=True)
+
+
+def observer_overhead(n: int = 60) -> None:
+    plain = watched = 0.0
+    for seed in range(n):
+        sdict = scenario_of_seed(seed)
+        if "storage" in sdict:
+            continue  # on-disk runs need a directory each: their cost is the disk's, not the observer's
+        sc = Scenario.from_json(sdict)
+        for observe in (False, True):
+            start = time.monotonic()
+            # A refused restore or a finding costs the same either way.
+            with contextlib.suppress(Exception):
+                simulate(sc, trace=True, chooser=ObservingChooser(None, AbstractObserver()) if observe else None)
+            if observe:
+                watched += time.monotonic() - start
+            else:
+                plain += time.monotonic() - start
+    emit(figure="observer_overhead", seeds=n, plain_seconds=round(plain, 2), observed_seconds=round(watched, 2),
+         ratio=round(watched / plain, 3))
 
 
 def reach(n: int) -> None:
@@ -71,6 +97,7 @@ def main() -> None:
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--reach-seeds", type=int, default=200)
     a = ap.parse_args()
+    observer_overhead()
     if a.reach_seeds:
         reach(a.reach_seeds)
     detect(a.faults.split(","), [int(s) for s in a.seeds.split(",")], a.seconds)

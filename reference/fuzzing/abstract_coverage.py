@@ -103,8 +103,8 @@ def _universe() -> dict[Cell, str | None]:
             cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
-    for a, b in combinations(features, 2):
-        cells["pair", a.value, b.value] = _pair_unreachable(a, b)
+    for fa, fb in combinations(features, 2):
+        cells["pair", fa.value, fb.value] = _pair_unreachable(fa, fb)
     return cells
 
 

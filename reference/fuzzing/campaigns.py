@@ -44,7 +44,7 @@ from cutcheck.reference.fuzzing.verdicts import (
     scenario_of_seed,
     verdict_of_seed,
 )
-from cutcheck.reference.runtime.scheduler import RecordingChooser
+from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
 __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
            "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
@@ -257,7 +257,7 @@ class _Search:
             return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
         if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
             return  # the rest of this batch is past the search budget
-        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"])
+        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"], fallback=interleaving_of(sdict))
         verdict = run_scenario(sdict, chooser)
         if shrinking:
             self.shrink_runs += 1

@@ -40,7 +40,7 @@ class ActionChooser(Protocol):
 def pick(chooser: Chooser, engine: Any, actions: Sequence[Action]) -> int:
     """The engine's one call per step: the index of the action to run."""
     if getattr(chooser, "sees_actions", False):
-        return chooser.choose_action(engine, actions)  # type: ignore[attr-defined]
+        return int(chooser.choose_action(engine, actions))  # type: ignore[attr-defined]
     return chooser.choose([a[0] for a in actions])
 
 
@@ -256,7 +256,7 @@ class InterleavingChooser:
             latency = self._latency[key] = (self._rng.randint(1, self.delay) if slow else 0, arg)
         # A latency from the trigger, not a wait per barrier: the barriers of checkpoints triggered
         # back to back leave in order, instead of piling up one ``delay`` behind the other.
-        return step - barrier.trigger_step < latency[0]
+        return bool(step - barrier.trigger_step < latency[0])
 
 
 def chooser_for(schedule: Any, seed: int) -> Chooser:
@@ -273,3 +273,16 @@ def chooser_for(schedule: Any, seed: int) -> Chooser:
     if schedule.choices:
         return ScriptedChooser(schedule.choices, seed, fallback=base)
     return base
+
+
+def interleaving_of(sdict: Any) -> Chooser | None:
+    """The interleaving chooser a scenario's JSON asks for, or None when it asks for none (for a
+    recording chooser's fallback, so that a recorded schedule replays as ``chooser_for`` builds it).
+    The defaults are the ``Schedule`` dataclass's (reference.scenario)."""
+    sched = sdict.get("schedule") or {}
+    kind = ChooserKind(sched.get("chooser", ChooserKind.WEIGHTED))
+    delay = sched.get("barrier_delay", 0)
+    if kind is ChooserKind.WEIGHTED and not delay:
+        return None
+    return InterleavingChooser(sdict.get("seed", 0), kind, sched.get("pct_depth", 0), sched.get("pct_horizon", 1000),
+                               delay)

@@ -178,3 +178,15 @@ def test_interleaving_scenarios_run_clean() -> None:
     for seed in rng.sample(range(10_000), 12):
         v = run_scenario(scenario_from_seed(seed, interleave=True, max_records=40, max_parallelism=3))
         assert v.ok, (seed, v.violations[:1])
+
+
+def test_a_recorded_interleaving_schedule_replays_exactly() -> None:
+    from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
+    sdict = scenario(small_graph(120), seed=8, interval=15)
+    sdict["schedule"] |= {"chooser": "pct", "pct_depth": 2, "pct_horizon": 100, "barrier_delay": 40}
+    rng = random.Random(3)
+    recorder = RecordingChooser(lambda n: rng.randrange(n), 30, sdict["seed"], fallback=interleaving_of(sdict))
+    recorded = _run(sdict, recorder)
+    replayed = _run(sdict | {"schedule": sdict["schedule"] | {"choices": recorder.choices}})
+    assert len(recorder.choices) == 30 and recorded.summary() == replayed.summary()
+    assert interleaving_of(scenario(small_graph(), seed=8)) is None  # nothing asked: the seeded fallback
