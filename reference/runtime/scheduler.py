@@ -170,10 +170,15 @@ def thread_of(arg: Any) -> Any:
     return getattr(arg, "task", arg)
 
 
-def held_barrier(arg: Any) -> Any:
+def held_barrier(fn: Any, arg: Any) -> Any:
     """The barrier this action moves, if it moves one: the barrier (priority or aligned) at the head of
-    a sender's queue, or the priority barrier a task with pending priority events handles next (the
-    first channel's, as ``Task.handle_priority`` takes them; such a task has no other action)."""
+    a sender's queue, the checkpoint trigger a task without live input (a source) takes next, or the
+    priority barrier a task with pending priority events handles next (the first channel's, as
+    ``Task.handle_priority`` takes them; such a task has no other action). In Flink each of these
+    travels on its own: a network buffer, a trigger RPC, a mailbox event."""
+    if getattr(fn, "__name__", "") == "_do_direct_checkpoint":  # the engine's action for a trigger
+        triggers = arg.direct_triggers
+        return triggers[0] if triggers else None
     if hasattr(arg, "partition"):
         queue = arg.queue
         if queue and hasattr(queue[0], "cp") and hasattr(queue[0], "priority"):
@@ -222,7 +227,7 @@ class InterleavingChooser:
             return 0
         idx = list(range(len(actions)))
         if self.delay:
-            free = [i for i in idx if not self._held(engine.step, actions[i][2])]
+            free = [i for i in idx if not self._held(engine.step, actions[i][1], actions[i][2])]
             idx = free or idx  # nothing else can run: the held barrier goes (no deadlock of our making)
         if self.kind is not ChooserKind.PCT or self._rng.randrange(FAIR_SHARE) == 0:
             return idx[self.choose([actions[i][0] for i in idx])]
@@ -241,8 +246,8 @@ class InterleavingChooser:
             known = self._priority[id(thread)] = (self._rng.random(), thread)
         return known[0]
 
-    def _held(self, step: int, arg: Any) -> bool:
-        barrier = held_barrier(arg)
+    def _held(self, step: int, fn: Any, arg: Any) -> bool:
+        barrier = held_barrier(fn, arg)
         if barrier is None:
             return False
         key = (id(arg), barrier.cp)
