@@ -31,6 +31,7 @@ from cutcheck.reference.scenario import Scenario  # noqa: E402
 from cutcheck.reference.simulate import simulate  # noqa: E402
 
 CELLS = (("stale", "meets-persisting", ""), ("stale", "records-behind", ""))
+STALE_NAMES = ("stale barrier at-sender", "stale barrier meets-persisting", "stale barrier records-behind")
 FAULTS = ("obsolete-barrier-ends-persisting", "broadcast-edge-unaligned")
 
 
@@ -84,7 +85,8 @@ def detect(faults: list[str], seeds: list[int], seconds: float) -> None:
             found.append(r.found_after if ok else None)
             emit(figure="guided_detection", fault=fault, seed=seed, found=ok, invariant=r.failure.invariant if r.failure
                  else "", clean_without_fault=clean, seconds=round(r.found_after or r.seconds, 1), scenarios=r.examples,
-                 mutated=r.mutated, corpus=r.corpus)
+                 mutated=r.mutated, corpus=r.corpus,
+                 first_reached={name: r.first_reached.get(name) for name in STALE_NAMES})
         times = sorted(t for t in found if t is not None)
         emit(figure="guided_detection_rate", fault=fault, found=len(times), seeds=len(seeds), budget=seconds,
              median_seconds=round(times[len(times) // 2], 1) if times else None)

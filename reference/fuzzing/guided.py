@@ -23,7 +23,7 @@ from typing import Any
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
-from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell
+from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Feature
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario
@@ -78,6 +78,7 @@ class GuidedResult:
     corpus: int = 0
     abstract: AbstractCoverage = field(default_factory=AbstractCoverage)
     coverage: Coverage = field(default_factory=Coverage)
+    first_reached: dict[str, float] = field(default_factory=dict)  # cell name -> seconds into the campaign
 
     @property
     def ok(self) -> bool:
@@ -86,7 +87,8 @@ class GuidedResult:
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scenarios_run": self.examples, "mutated": self.mutated, "corpus": self.corpus,
                                "seconds": self.seconds, "found_after": self.found_after,
-                               "abstract_coverage": self.abstract.to_json(), "coverage": self.coverage.to_json()}
+                               "abstract_coverage": self.abstract.to_json(), "coverage": self.coverage.to_json(),
+                               "first_reached": self.first_reached}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
         return out
@@ -119,6 +121,8 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             progress(1)
         new = result.abstract.new_in(verdict.abstract)
         result.abstract.merge(verdict.abstract)
+        for cell in new:
+            result.first_reached[cell_name(cell)] = round(time.monotonic() - start, 2)
         result.coverage.merge(verdict.coverage)
         if new:
             corpus.append(Entry(draw.draws, draw.seeds, gen, frozenset(c for c, n in verdict.abstract.hits.items() if n)))

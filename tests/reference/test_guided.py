@@ -52,6 +52,7 @@ def test_a_guided_campaign_is_reproduced_by_its_seed_and_keeps_new_states() -> N
     assert one.abstract.hits == two.abstract.hits and one.corpus == two.corpus
     assert 1 <= one.corpus <= 6 and one.mutated >= 1
     assert one.to_json()["abstract_coverage"]["reachable_cells"] == one.abstract.reachable()
+    assert set(one.first_reached) == {name for name in one.to_json()["abstract_coverage"]["reached"]}
 
 
 def test_a_guided_campaign_finds_a_catalogue_fault() -> None:
