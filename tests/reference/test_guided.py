@@ -3,7 +3,9 @@ a campaign its seed reproduces, and a corpus that grows with new abstract states
 
 from __future__ import annotations
 
+import json
 import random
+from pathlib import Path
 
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict
@@ -58,3 +60,17 @@ def test_a_guided_campaign_is_reproduced_by_its_seed_and_keeps_new_states() -> N
 def test_a_guided_campaign_finds_a_catalogue_fault() -> None:
     found = guided_campaign(seconds=None, examples=30, seed=3, mutants=("broadcast-edge-unaligned",))
     assert found.failure is not None and found.failure.invariant == "ALIGNED_EDGE"
+
+
+def test_fuzz_reports_abstract_coverage_in_its_output_and_json(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+
+    report = tmp_path / "fuzz.json"
+    res = CliRunner().invoke(app, ["fuzz", "--seeds", "--examples", "3", "--seed", "7", "--json", str(report)])
+    assert res.exit_code == 0, res.output
+    assert "abstract coverage: " in res.output and "reachable abstract-state cells reached" in res.output
+    data = json.loads(report.read_text())["abstract_coverage"]
+    assert data["reached"] and data["missed"] and data["unreachable"]
+    assert len(data["reached"]) + len(data["missed"]) >= data["reachable_cells"]
