@@ -34,6 +34,13 @@ def replay_line(path: Path | str) -> str:
     return f"replay: cutcheck simulate {path} --trace"
 
 
+def abstract_lines(coverage: Any) -> list[str]:
+    """The abstract-state coverage summary (reference.fuzzing.abstract_coverage)."""
+    from cutcheck.reference.fuzzing.abstract_coverage import abstract_lines as lines
+
+    return lines(coverage)
+
+
 def coverage_lines(coverage: Any) -> list[str]:
     """The coverage summary and the reachable cells no run reached, by name."""
     missed = coverage.missed()

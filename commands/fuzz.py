@@ -19,6 +19,7 @@ import typer
 
 from cutcheck.commands.campaign import (
     FUZZ_PROFILES,
+    abstract_lines,
     check_mutants,
     coverage_lines,
     progress_bar,
@@ -131,7 +132,7 @@ def fuzz(
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
-    for line in coverage_lines(result.coverage) + skipped_lines(result.skipped):
+    for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report: dict[str, Any] = result.to_json()
     paths = _write_run_dir(out_dir, force, report, [result.failure.scenario] if result.failure else [], "cutcheck-fuzz-")
@@ -181,7 +182,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     bad = [v for v in result.verdicts if not v["ok"]]
     show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "restart loops",
          "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
-    for line in coverage_lines(result.coverage) + skipped_lines(result.skipped):
+    for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     report = result.to_json() | {"verdicts": result.verdicts}
     found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]

@@ -21,6 +21,7 @@ import typer
 
 from cutcheck.commands.campaign import (
     FUZZ_PROFILES,
+    abstract_lines,
     check_mutants,
     progress_bar,
     replay_line,
@@ -138,6 +139,7 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
         "scenario", detail, campaign.ok and campaign.examples > 0)
     report["fuzz"] = campaign.to_json() | {"ok": campaign.ok}
     report["coverage"] = campaign.coverage.to_json()
+    report["abstract_coverage"] = campaign.abstract.to_json()
 
     kills = []
     progress, task = progress_bar("mutation check", len(MUTANTS))
@@ -224,6 +226,8 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     if report["coverage"]["missed"]:
         out.print("  not reached: " + ", ".join(report["coverage"]["missed"]), markup=False, highlight=False,
                   soft_wrap=True)
+    for line in abstract_lines(campaign.abstract):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
     for c in counterexamples:
         out.print(f"counterexample ({c['stage']}): {c['invariant']}: {c['detail']}", markup=False, highlight=False,
                   soft_wrap=True)

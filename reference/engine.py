@@ -52,7 +52,7 @@ from cutcheck.reference.runtime.network import (
     inflight_records,
 )
 from cutcheck.reference.runtime.records import Expectations, order_checked_edges
-from cutcheck.reference.runtime.scheduler import Chooser, ScriptedChooser, SeededChooser
+from cutcheck.reference.runtime.scheduler import Chooser, chooser_for, pick
 from cutcheck.reference.runtime.sinks import TransactionStore
 from cutcheck.reference.runtime.tasks import Task, any_current
 from cutcheck.reference.scenario import Scenario
@@ -73,10 +73,7 @@ class Engine:
         self.graph: JobGraph = scenario.graph
         self.mutants = Mutants.of(list(scenario.mutants))
         self.rules = self.mutants.rules()  # the rules at every seam, a switched-on fault's where it replaces one
-        if chooser is None:
-            chooser = (ScriptedChooser(scenario.schedule.choices, scenario.seed) if scenario.schedule.choices
-                       else SeededChooser(scenario.seed))
-        self.chooser = chooser
+        self.chooser = chooser if chooser is not None else chooser_for(scenario.schedule, scenario.seed)
         self.max_steps = max_steps if max_steps is not None else scenario.max_steps
         self.step = 0
         self.attempt = 0
@@ -178,8 +175,7 @@ class Engine:
                 raise InvariantViolation("LIVENESS", f"deadlock at step {self.step}: no action is enabled")
             self.step = max(self.step + 1, nxt)
             return True
-        weights = [a[0] for a in actions]
-        _, fn, arg = actions[self.chooser.choose(weights)]
+        _, fn, arg = actions[pick(self.chooser, self, actions)]  # the one step hook (observers wrap the chooser)
         fn(arg)
         if self.bus.wants(StepTaken):
             self.bus.publish(StepTaken(self.step, self.attempt))

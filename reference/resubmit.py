@@ -46,6 +46,7 @@ class ResubmitPlan:
 
     def decide(self, first: RunResult) -> bool:
         """Called before the first job's logs are written: True keeps them (no second job follows)."""
+        reason: str | None
         if not first.ok:
             reason = "the first job did not end clean"
         else:

@@ -21,12 +21,13 @@ from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.kinds import CheckpointKind, RestoreMode, VertexKind
 from cutcheck.reference.faults.catalogue import Mutants
-from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
+from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, Record, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, ResubmitFrom, StorageConfig, restore_section
 from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
-from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target
+from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 from cutcheck.reference.storage.meta import referenced_files
+from cutcheck.reference.storage.restore_target import load_restore_target
 from cutcheck.reference.storage.rules import first_checkpoint_id_after_restore
 
 if TYPE_CHECKING:
@@ -59,7 +60,8 @@ def resubmit_target(storage: FsCheckpointStorage, source: ResubmitFrom, savepoin
         return held[-1].path if held else None
     # A savepoint leaves the completed-checkpoint store when a later checkpoint subsumes it, but its
     # self-contained directory stays (it is the user's): find it by the job and id its metadata names.
-    prefix, best = f"{SAVEPOINT_PREFIX}{storage.job[:6]}-", (0, None)
+    prefix = f"{SAVEPOINT_PREFIX}{storage.job[:6]}-"
+    best: tuple[int, str | None] = (0, None)
     for name in sorted(os.listdir(storage.base)):
         directory = os.path.join(storage.base, name)
         if not (name.startswith(prefix) and os.path.exists(os.path.join(directory, METADATA))):
@@ -104,7 +106,7 @@ def _reaches(graph: JobGraph, vertex: str, sink: str) -> bool:
 
 def credit_earlier_output(engine: Engine, done: CompletedCheckpoint) -> None:
     graph, oracle = engine.graph, engine.oracle
-    in_flight: list[tuple[str, tuple]] = []  # (vertex the record goes to, record)
+    in_flight: list[tuple[str, Record]] = []  # (vertex the record goes to, record)
     for snap in done.tasks.values():
         for states in (snap.input_state, snap.output_state):
             for (edge, _p, _c), bufs in states.items():
@@ -128,7 +130,7 @@ def credit_earlier_output(engine: Engine, done: CompletedCheckpoint) -> None:
     _credit_counts(engine, done, in_flight)
 
 
-def _credit_counts(engine: Engine, done: CompletedCheckpoint, in_flight: list[tuple[str, tuple]]) -> None:
+def _credit_counts(engine: Engine, done: CompletedCheckpoint, in_flight: list[tuple[str, Record]]) -> None:
     graph, oracle = engine.graph, engine.oracle
     for sink, (label, _lane) in oracle.labels.items():
         if label is None:

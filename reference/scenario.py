@@ -60,6 +60,14 @@ class Schedule:
     # A scripted prefix of scheduler choices (indexes into the enabled actions, taken modulo
     # their number), then the seeded chooser: how a shrunk fuzz schedule is replayed exactly.
     choices: tuple[int, ...] = ()
+    # Opt-in interleaving exploration (reference.runtime.scheduler.InterleavingChooser); the defaults
+    # are today's seeded weighted choice. ``chooser`` "pct": random thread priorities with
+    # ``pct_depth`` change points in the first ``pct_horizon`` steps; ``barrier_delay``: steps a barrier
+    # waits at the head of a slow sender's queue.
+    chooser: str = "weighted"
+    pct_depth: int = 0
+    pct_horizon: int = 1000
+    barrier_delay: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,6 +115,9 @@ SCHEDULE = Section.of("schedule", Schedule, {
     "policy": Field(str, choices=POLICIES),
     **int_fields(("slowdown", "flush_weight"), low=1, says="a positive integer (a scheduling weight)"),
     "records_per_action": Field(int, low=1, nullable=True),
+    "chooser": Field(str, choices=("weighted", "pct")),
+    **int_fields(("pct_depth", "barrier_delay"), low=0, says="a number of steps or change points >= 0"),
+    "pct_horizon": Field(int, low=1),
 })
 FAILURE = Section.of("failure", Failure, {
     "at_step": Field(int, low=1, nullable=True),
@@ -212,7 +223,8 @@ class Scenario:
                          "slowdown": self.schedule.slowdown, "flush_weight": self.schedule.flush_weight,
                          **({"records_per_action": self.schedule.records_per_action}
                             if self.schedule.records_per_action is not None else {}),
-                         **({"choices": list(self.schedule.choices)} if self.schedule.choices else {})},
+                         **({"choices": list(self.schedule.choices)} if self.schedule.choices else {}),
+                         **_interleaving_json(self.schedule)},
             "failures": [{k: v for k, v in (("target", f.target), ("at_step", f.at_step),
                                             ("after_checkpoint", f.after_checkpoint), ("delay", f.delay)) if v is not None}
                          for f in self.failures],
@@ -351,3 +363,11 @@ def check_rescales(graph: JobGraph, rescales: tuple[Rescale, ...], labels: list[
                 raise ScenarioError(f"{w}: {e.describe()} is forward, which keeps equal parallelism on both ends, but the "
                                     f"rescale gives {e.source} {current[e.source]} and {e.target} {current[e.target]}; "
                                     "rescale both ends alike or use rebalance.")
+
+
+def _interleaving_json(schedule: Schedule) -> dict[str, Any]:
+    """The opt-in interleaving fields, only where they differ from the defaults (a scenario that does
+    not use them writes the same JSON as before they existed)."""
+    default = Schedule()
+    return {name: getattr(schedule, name) for name in ("chooser", "pct_depth", "pct_horizon", "barrier_delay")
+            if getattr(schedule, name) != getattr(default, name)}

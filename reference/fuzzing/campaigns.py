@@ -32,6 +32,7 @@ from hypothesis.errors import Flaky
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
@@ -44,7 +45,7 @@ from cutcheck.reference.fuzzing.verdicts import (
     scenario_of_seed,
     verdict_of_seed,
 )
-from cutcheck.reference.runtime.scheduler import RecordingChooser
+from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
 __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
            "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
@@ -94,6 +95,7 @@ class CampaignResult:
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # seed campaigns only
     covered: ScenarioMix = field(default_factory=ScenarioMix)  # Hypothesis campaigns
     coverage: Coverage = field(default_factory=Coverage)  # cells the campaign's runs reached
+    abstract: AbstractCoverage = field(default_factory=AbstractCoverage)  # abstract states they were in
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: search, shrink
     limits: dict[str, Any] = field(default_factory=dict)  # the budget and what ended each phase
 
@@ -105,7 +107,8 @@ class CampaignResult:
         out: dict[str, Any] = {"scenarios_run": self.examples, "examples": self.examples, "refused": self.refused,
                                "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
                                "covered": self.covered.to_json(),
-                               "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits}
+                               "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits,
+                               "abstract_coverage": self.abstract.to_json()}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
             out["size"] = size_of(self.failure.scenario)
@@ -257,7 +260,7 @@ class _Search:
             return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
         if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
             return  # the rest of this batch is past the search budget
-        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"])
+        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"], fallback=interleaving_of(sdict))
         verdict = run_scenario(sdict, chooser)
         if shrinking:
             self.shrink_runs += 1
@@ -269,6 +272,7 @@ class _Search:
             count_skips(r.skipped, verdict.to_json())
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
+            r.abstract.merge(verdict.abstract)
             if self.progress is not None:
                 self.progress(1)
         if verdict.ok or (self.found is not None and verdict.invariant != self.found.invariant):
@@ -346,6 +350,7 @@ def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> t
 def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
     """Count one seed verdict (from this process, a worker or a Spark task) into ``result``."""
     result.coverage.merge(Coverage.from_json(v.pop("coverage", {})))
+    result.abstract.merge(AbstractCoverage.from_json(v.pop("abstract", {})))
     result.verdicts.append(v)
     result.examples += 1
     result.refused += v["refused"]

@@ -26,6 +26,7 @@ from cutcheck.reference.fuzzing.generate_graph import (
     graph_dict,
     rescalable,
 )
+from cutcheck.reference.fuzzing.generate_interleaving import interleaving
 from cutcheck.reference.fuzzing.generate_resubmit import resubmit_section
 from cutcheck.reference.fuzzing.swarm import (
     UNLIMITED_TOLERABLE_FAILURES,
@@ -61,7 +62,8 @@ def _rescalable(graph: dict[str, Any]) -> list[str]:
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
-                  keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = ()) -> dict[str, Any]:
+                  keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = (),
+                  interleave: bool = False) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
     ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
@@ -74,6 +76,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     its channels still carry records. ``keyed_pressure``: the slow vertex (with BACKPRESSURE) is a
     keyed one when the graph has one, and the first rescale moves it, so that a rescale splits keyed
     state and the in-flight records queued on its hash inputs. ``on``/``off`` force further features.
+    ``interleave``: the schedule explores interleavings on purpose (``generate_interleaving``), drawn
+    after everything else, so the rest of the scenario is the one the same draws give without it.
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -151,6 +155,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             # checkpoint of another one, and the credit for the first job's output does not yet count
             # broadcast copies across such a restore (a false loss; see the README's open work).
             out["resubmit"] = resubmit_section(d, savepoints=bool(savepoints))
+    if interleave and not is_batch:
+        tolerant = interleaving(d, out, work, channels) or tolerant
     out["max_steps"] = step_budget(work, failures, ck, tolerant)
     return out
 

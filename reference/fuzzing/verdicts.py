@@ -18,6 +18,7 @@ from typing import Any
 
 from cutcheck.model.errors import CutcheckError, InvariantViolation, RestoreRefused
 from cutcheck.reference.core.coverage import Coverage, note_refusal, note_restores
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage, observe
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
 from cutcheck.reference.fuzzing.swarm import Feature
 from cutcheck.reference.judge import (
@@ -114,6 +115,7 @@ class Verdict:
     restarts: int = 0  # failures that fired (the job recovered this often)
     rescaled: bool = False  # some restore changed the parallelism
     coverage: Coverage = field(default_factory=Coverage)
+    abstract: AbstractCoverage = field(default_factory=AbstractCoverage)  # abstract states the run was in
 
     @property
     def ok(self) -> bool:
@@ -150,6 +152,7 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
     """
     cov = Coverage()
+    observer, chooser = observe(sdict, chooser)  # read-only: the same choices as without it
     with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
         checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
         try:
@@ -160,7 +163,7 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
             result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace)
         except RestoreRefused as exc:
             note_refusal(cov, str(exc))
-            return Verdict(refused(str(exc)), sdict, coverage=cov)
+            return Verdict(refused(str(exc)), sdict, coverage=cov, abstract=observer.coverage)
         except InvariantViolation as exc:  # raised while the job was being built, before it ran
             return Verdict(finding(exc.name, exc.detail), sdict)
         except Exception as exc:  # noqa: BLE001 - whatever the engine raises is what the campaign must report
@@ -168,7 +171,8 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     cov.merge(result.coverage)
     note_restores(cov, result.restores)
     return Verdict(judge(result, coverage=cov), sdict, restarts=result.restarts,
-                   rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov)
+                   rescaled=any(r.get("rescaled") for r in result.restores), coverage=cov,
+                   abstract=observer.coverage)
 
 
 def count_skips(counts: dict[str, int], verdict: dict[str, Any]) -> None:
@@ -188,4 +192,5 @@ def verdict_of_seed(seed: int, mutants: Sequence[str] = (), gen: dict[str, Any] 
         found = Verdict(finding(GENERATOR, f"{type(exc).__name__}: {exc}"), {}, seed)
         return found.to_json() | {"coverage": {}}
     v = run_scenario(sdict, trace=trace)
-    return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]}}
+    return v.to_json() | {"seed": seed, "coverage": {"reached": v.coverage.to_json()["reached"]},
+                          "abstract": {"reached": v.abstract.to_json()["reached"]}}

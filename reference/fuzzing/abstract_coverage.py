@@ -1,0 +1,333 @@
+"""Coverage of what bugs need: the model's abstract states and transitions, watched step by step.
+
+Today's cells (``reference.core.coverage``: handler state x event, protocol rules, mappers) were all
+reached by campaigns that never produced the interleaving FLINK-21104 needs. The cells here name the
+states such bugs live in, per channel and per checkpoint:
+
+* ``channel`` (persisting, pending): an input channel persisting in-flight data for an unaligned
+  checkpoint or not, against the number of pending checkpoints (0, 1, 2+); ``transition`` a -> b: a
+  channel moving between two of those states from one step to the next;
+* ``overtake`` (barrier, buffers): a barrier at a sender, priority (it overtakes the buffers queued
+  behind it) or aligned (it waits behind the buffers before it), against how many (0, 1, 2+);
+* ``stale`` (where, ""): a barrier of an expired or aborted checkpoint still in flight when a newer one
+  is pending, queued at its sender (``at-sender``), waiting among a receiver's priority events
+  (``at-receiver``), or reaching a channel that persists the newer checkpoint (``meets-persisting``,
+  the FLINK-21104 interleaving);
+* ``restore`` (partitioner, side): the edge partitioner and side (input: the receiver's channel
+  state, output: the sender's) of channel state a restore installed, kept or rescaled;
+* ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
+
+The observer (``AbstractObserver``) is read-only: it looks at the engine before each step's action,
+through the engine's one step hook (``reference.runtime.scheduler.pick``), by wrapping the run's
+chooser (``ObservingChooser``), so a run with it makes the same choices as one without.
+``ABSTRACT_UNIVERSE`` lists every cell; the ones no run can reach carry the reason.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
+from cutcheck.reference.runtime.network import Barrier, Buf
+from cutcheck.reference.runtime.scheduler import Action, Chooser, chooser_for, pick
+
+Cell = tuple[str, str, str]
+
+PENDING = ("0", "1", "2+")
+CHANNEL_STATES = tuple(f"{p}/{n}" for p in ("idle", "persisting") for n in PENDING)
+COUNTS = ("0", "1", "2+")
+BARRIERS = {"priority": "a priority barrier overtaking {n} buffer(s) queued behind it",
+            "aligned": "an aligned barrier queued behind {n} buffer(s)"}
+STALE = {
+    "at-sender": "a barrier of an expired or aborted checkpoint still queued at its sender while a newer one is pending",
+    "at-receiver": "a stale priority barrier among a receiver's priority events while a newer checkpoint is pending",
+    "meets-persisting": "a stale barrier reaching a channel that persists the newer checkpoint (FLINK-21104's order)",
+    "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
+                       "newer checkpoint (the records FLINK-21104 lost)"),
+}
+SIDES = ("input", "output")
+BATCH_ONLY = frozenset({Feature.BLOCKING})
+# Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
+CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT, Feature.EXPIRY,
+                           Feature.FINITE_TOLERANCE, Feature.RETAINED, Feature.SAVEPOINT, Feature.STORAGE,
+                           Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.CLAIM, Feature.RESUBMIT})
+
+
+def _count(n: int) -> str:
+    return COUNTS[min(n, 2)]
+
+
+def _restore_unreachable(partitioner: str, side: str) -> str | None:
+    info = PARTITIONERS[partitioner]
+    if not info.supports_unaligned:
+        return (f"{partitioner} edges are forced aligned (facts §3.7): no checkpoint holds their in-flight data, so no "
+                f"restore installs {side} state on them")
+    return None
+
+
+def _pair_unreachable(a: Feature, b: Feature) -> str | None:
+    pair = {a, b}
+    if pair & BATCH_ONLY and pair & CHECKPOINTING:
+        return "a batch job (blocking exchanges) takes no checkpoints, so no checkpointing feature is reported with it"
+    if pair == {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT}:
+        return "a scenario has one checkpointing mode"
+    if Feature.CONCURRENT in pair and pair & {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT}:
+        return "concurrent checkpoints are drawn for aligned mode only (Flink allows one unaligned checkpoint in flight)"
+    if Feature.RESUBMIT in pair and pair & {Feature.RESCALE, Feature.RESCALE_SEVERAL, Feature.REFUSABLE_RESCALE}:
+        return "a resubmit is drawn only for scenarios without rescales (their output credit across a restore is open work)"
+    return None
+
+
+def _universe() -> dict[Cell, str | None]:
+    cells: dict[Cell, str | None] = {}
+    for state in CHANNEL_STATES:
+        # No channel state or transition is ruled out: a savepoint may be pending beside an unaligned
+        # checkpoint (persisting/2+), and the observer looks once per step, after timers and an action.
+        cells["channel", state, ""] = None
+    for a in CHANNEL_STATES:
+        for b in CHANNEL_STATES:
+            if a != b:
+                cells["transition", a, b] = None
+    for kind in BARRIERS:
+        for n in COUNTS:
+            cells["overtake", kind, n] = None
+    for where in STALE:
+        cells["stale", where, ""] = None
+    for partitioner in PARTITIONERS:
+        for side in SIDES:
+            cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
+    features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
+                      key=lambda f: f.value)
+    for fa, fb in combinations(features, 2):
+        cells["pair", fa.value, fb.value] = _pair_unreachable(fa, fb)
+    return cells
+
+
+ABSTRACT_UNIVERSE: dict[Cell, str | None] = _universe()
+
+
+def cell_name(cell: Cell) -> str:
+    family, what, how = cell
+    if family == "channel":
+        return f"channel {what}"
+    if family == "transition":
+        return f"channel {what} -> {how}"
+    if family == "overtake":
+        return f"{what} barrier vs {how} buffers"
+    if family == "stale":
+        return f"stale barrier {what}"
+    if family == "restore":
+        return f"restore {how} state on {what}"
+    return f"pair {what} + {how}"
+
+
+_NAMES = {cell_name(c): c for c in ABSTRACT_UNIVERSE}
+
+
+@dataclass(slots=True)
+class AbstractCoverage:
+    """Hits per abstract cell; ``merge`` adds another run's or campaign's."""
+
+    hits: Counter[Cell] = field(default_factory=Counter)
+
+    def merge(self, other: AbstractCoverage) -> None:
+        self.hits.update(other.hits)
+
+    def reached(self) -> list[Cell]:
+        return [c for c in ABSTRACT_UNIVERSE if self.hits[c]]
+
+    def missed(self) -> list[Cell]:
+        return [c for c, why in ABSTRACT_UNIVERSE.items() if why is None and not self.hits[c]]
+
+    def reachable(self) -> int:
+        return sum(why is None for why in ABSTRACT_UNIVERSE.values())
+
+    def new_in(self, other: AbstractCoverage) -> set[Cell]:
+        """Cells ``other`` reached that this one has not."""
+        return {c for c, n in other.hits.items() if n and not self.hits[c]}
+
+    def describe(self) -> str:
+        return f"{len(self.reached())} of {self.reachable()} reachable abstract-state cells reached"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"reached": {cell_name(c): self.hits[c] for c in self.reached()},
+                "missed": [cell_name(c) for c in self.missed()],
+                "unreachable": {cell_name(c): why for c, why in ABSTRACT_UNIVERSE.items() if why is not None},
+                "reachable_cells": self.reachable()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> AbstractCoverage:
+        return cls(Counter({_NAMES[n]: k for n, k in data.get("reached", {}).items() if n in _NAMES}))
+
+
+def feature_pairs(features: Iterable[Feature]) -> list[Cell]:
+    """The pair cells of one scenario's features (each pair named in value order)."""
+    values = sorted(f.value for f in features)
+    return [("pair", a, b) for a, b in combinations(values, 2) if ("pair", a, b) in ABSTRACT_UNIVERSE]
+
+
+class AbstractObserver:
+    """Reads the engine before each step and counts the abstract cells it is in (never writes to it).
+
+    Per-step work is kept to what changes: channel states are read only while some checkpoint is
+    pending or some channel still persists, senders are scanned only while a checkpoint is pending.
+    """
+
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy")
+
+    def __init__(self, coverage: AbstractCoverage | None = None):
+        self.coverage = coverage if coverage is not None else AbstractCoverage()
+        self._last: dict[int, tuple[str, Any]] = {}  # id(channel) -> (its last state, the channel, kept alive)
+        self._restores = 0
+        self._busy = False  # some channel persisted at the last look
+        # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
+        self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
+
+    def observe(self, engine: Any) -> None:
+        hits = self.coverage.hits
+        pending = engine.coordinator.pending
+        npending = len(pending)
+        if npending or self._busy:
+            self._channels(engine, hits, npending)
+        if npending:
+            self._senders(engine, hits, pending)
+        if len(engine.restore_reports) != self._restores:
+            for report in engine.restore_reports[self._restores:]:
+                self._restore(engine, hits, report)
+            self._restores = len(engine.restore_reports)
+
+    def _channels(self, engine: Any, hits: Counter[Cell], npending: int) -> None:
+        pend = PENDING[min(npending, 2)]
+        last = self._last
+        pending = engine.coordinator.pending
+        newest = max(pending) if pending else -1
+        busy = False
+        for task in engine.tasks.values():
+            for ch in task.channels:
+                state = ("persisting/" if ch.persisting is not None else "idle/") + pend
+                busy = busy or ch.persisting is not None
+                key = id(ch)
+                before = last.get(key)
+                if before is None or before[0] != state:
+                    hits["channel", state, ""] += 1
+                    if before is not None:
+                        hits["transition", before[0], state] += 1
+                    last[key] = (state, ch)
+                if ch.persisting is not None and ch.sender is not None:
+                    self._after_stale(ch, hits)
+                if ch.priority and newest >= 0:
+                    for b in ch.priority:
+                        if b.cp < newest and b.cp not in pending:
+                            hits["stale", "at-receiver", ""] += 1
+                            break
+        # Every channel idle with nothing pending: no channel changes state until the next trigger.
+        self._busy = busy
+
+    def _after_stale(self, ch: Any, hits: Counter[Cell]) -> None:
+        """A barrier older than the checkpoint a channel persists reaching it while it persists
+        (``meets-persisting``), then records crossing the channel behind it (``records-behind``): the
+        records a stale barrier must not cut off."""
+        p, arrived, sent = ch.persisting, ch.barrier_arrived, ch.sender.transmitted
+        key = id(ch)
+        seen = self._passed.get(key)
+        if seen is None or seen[0] != p:
+            self._passed[key] = (p, arrived, sent, False, ch)
+        elif arrived != seen[1]:
+            armed = arrived < p
+            if armed:
+                hits["stale", "meets-persisting", ""] += 1
+            self._passed[key] = (p, arrived, sent, armed, ch)
+        elif seen[3] and sent > seen[2]:
+            hits["stale", "records-behind", ""] += 1
+            self._passed[key] = (p, arrived, sent, True, ch)
+
+    def _senders(self, engine: Any, hits: Counter[Cell], pending: Mapping[int, Any]) -> None:
+        newest = max(pending)
+        for sp in engine.subpartitions:
+            q = sp.queue
+            if not q or (len(q) == 1 and q[0].__class__ is not Barrier):
+                continue
+            for pos, item in enumerate(q):
+                if item.__class__ is not Barrier:
+                    continue
+                if item.priority:
+                    hits["overtake", "priority", _count(sum(1 for x in q if x.__class__ is Buf))] += 1
+                else:
+                    hits["overtake", "aligned", _count(sum(1 for x in list(q)[:pos] if x.__class__ is Buf))] += 1
+                if item.cp < newest and item.cp not in pending:
+                    hits["stale", "at-sender", ""] += 1
+                break
+
+    def _restore(self, engine: Any, hits: Counter[Cell], report: Mapping[str, Any]) -> None:
+        edges = {e.key: e.partitioner for e in engine.graph.edges}
+        for edge, moved in report.get("edges", {}).items():
+            partitioner = edges.get(edge)
+            if partitioner is None:
+                continue
+            if moved.get("input_records"):
+                hits["restore", partitioner, "input"] += 1
+            if moved.get("output_records"):
+                hits["restore", partitioner, "output"] += 1
+
+
+class ObservingChooser:
+    """Wraps a run's chooser: the observer looks at the engine, then the wrapped chooser picks as it
+    would have (same calls, same order), so observing changes no schedule. Without a chooser to wrap,
+    each engine of the run (a resubmitted scenario runs two) gets the one it would have built itself."""
+
+    __slots__ = ("_inner", "_given", "_engine", "observer", "sees_actions")
+
+    def __init__(self, inner: Chooser | None, observer: AbstractObserver):
+        self._inner = inner
+        self._given = inner is not None
+        self._engine: Any = None
+        self.observer = observer
+        self.sees_actions = True
+
+    def choose(self, weights: Sequence[int]) -> int:
+        if self._inner is None:
+            raise RuntimeError("an observing chooser without a chooser of its own picks only for an engine")
+        return self._inner.choose(weights)
+
+    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int:
+        if engine is not self._engine:
+            self._engine = engine
+            if not self._given:
+                self._inner = chooser_for(engine.scenario.schedule, engine.scenario.seed)
+        self.observer.observe(engine)
+        assert self._inner is not None
+        return pick(self._inner, engine, actions)
+
+
+def observe(sdict: Mapping[str, Any], chooser: Chooser | None) -> tuple[AbstractObserver, ObservingChooser]:
+    """An observer for one fuzz run of ``sdict`` (its swarm-feature pairs already counted when its
+    graph is inline, as generated ones are) and the chooser that feeds it, wrapping ``chooser``."""
+    observer = AbstractObserver()
+    if isinstance(sdict.get("graph"), Mapping):
+        for cell in feature_pairs(features_of(sdict)):
+            observer.coverage.hits[cell] += 1
+    return observer, ObservingChooser(chooser, observer)
+
+
+def abstract_lines(coverage: AbstractCoverage) -> list[str]:
+    """The summary for ``fuzz`` and ``verify``: reached of reachable per family, the unreached cells by
+    name (pairs by count: the JSON report names them), and how many are ruled out (with reasons there)."""
+    families: dict[str, list[int]] = {}
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if why is None:
+            counts = families.setdefault(cell[0], [0, 0])
+            counts[0] += bool(coverage.hits[cell])
+            counts[1] += 1
+    ruled_out = sum(why is not None for why in ABSTRACT_UNIVERSE.values())
+    lines = [f"abstract coverage: {coverage.describe()} ("
+             + ", ".join(f"{family} {n}/{total}" for family, (n, total) in families.items())
+             + f"; {ruled_out} unreachable, with reasons in the JSON report)"]
+    missed = [cell_name(c) for c in coverage.missed() if c[0] != "pair"]
+    if missed:
+        lines.append("abstract states not reached: " + ", ".join(missed))
+    return lines

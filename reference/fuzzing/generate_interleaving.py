@@ -1,0 +1,54 @@
+"""The scheduling knobs of a scenario that explores interleavings on purpose (``scenario_dict(interleave=True)``).
+
+Rare interleavings are rare under the weighted chooser because every action is drawn afresh each
+step: a barrier queued at its sender crosses within a few steps, so a checkpoint almost never
+expires while its barrier still waits, and the next checkpoint almost never meets that stale barrier
+(FLINK-21104 came up in about one of 500 expiry-focused seeds). These knobs make such orders common
+while staying inside what Flink allows (any network delay, any thread scheduling):
+
+* ``schedule.chooser`` "pct" with a few priority change points (``reference.runtime.scheduler``):
+  one task or sender may run far ahead of, or far behind, the rest of the job;
+* ``schedule.barrier_delay``: barriers wait that long at the head of a slow link's sender;
+* a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
+  barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cutcheck.reference.fuzzing.swarm import UNLIMITED_TOLERABLE_FAILURES, Draw, chance
+
+# Steps per channel a checkpoint timeout keeps at least (generate.BACK_TO_BACK's lower end, which
+# this module cannot import: generate imports it).
+STEPS_PER_CHANNEL = 2
+MAX_DEPTH = 3  # PCT's bugs of depth d need d - 1 change points; the ones we hunt need one or two
+
+
+def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int) -> bool:
+    """Draw the knobs into ``scenario`` (its schedule and, with a delay, its checkpoint timing); return
+    whether the job now tolerates every failed checkpoint (which ``step_budget`` needs to know)."""
+    sched = scenario["schedule"]
+    ck = scenario["checkpoint"]
+    if chance(d, 2):
+        sched["chooser"] = "pct"
+        sched["pct_depth"] = d.integer(1, MAX_DEPTH)
+        # Change points within the steps a clean run takes (``work`` is mostly 8 times those).
+        sched["pct_horizon"] = d.integer(max(10, work // 16), max(20, work // 4))
+    if d.integer(0, 7) < 2 or ck.get("mode") == "at_least_once":
+        return False  # one in four: no held barriers, the priorities alone
+    # Expiry while the barrier is held, the next trigger due before then: the newer checkpoint's
+    # barriers overtake the stale one's on the fast links and meet it on the slow one. The timeout
+    # stays at 3 steps per channel or more (STEPS_PER_CHANNEL): below that the fast links alone took
+    # longer than it, no checkpoint completed and the job never finished.
+    low = STEPS_PER_CHANNEL * max(2, channels)
+    timeout = d.integer(low, 3 * low)
+    delay = d.integer(timeout + 1, 2 * timeout)
+    sched["barrier_delay"] = delay
+    ck["checkpoint_timeout"] = timeout
+    ck["interval"] = d.integer(max(1, timeout // 2), timeout)
+    if ck.get("mode") == "aligned_timeout" and ck.get("timeout") is not None:
+        ck["timeout"] = min(ck["timeout"], timeout)
+    # Expiries here are the point, not a failure of the job: Flink users with such timeouts tolerate them.
+    ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
+    return True

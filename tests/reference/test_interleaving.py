@@ -1,0 +1,192 @@
+"""Opt-in interleaving exploration (reference.runtime.scheduler) and the abstract-state coverage that
+watches it (reference.fuzzing.abstract_coverage): defaults unchanged, schedules reproducible,
+barriers held, PCT priorities, an observer that changes no choice, and the FLINK-21104 cells."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from typing import Any
+
+import pytest
+
+from cutcheck.model.errors import ScenarioError
+from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.fuzzing.abstract_coverage import (
+    ABSTRACT_UNIVERSE,
+    AbstractCoverage,
+    AbstractObserver,
+    ObservingChooser,
+    feature_pairs,
+)
+from cutcheck.reference.fuzzing.generate import scenario_from_seed
+from cutcheck.reference.fuzzing.swarm import Feature
+from cutcheck.reference.runtime.network import Barrier, Buf
+from cutcheck.reference.runtime.scheduler import (
+    ChooserKind,
+    InterleavingChooser,
+    ScriptedChooser,
+    SeededChooser,
+    chooser_for,
+)
+from tests.reference.helpers import scenario, small_graph
+
+STALE = ("stale", "meets-persisting", "")
+BEHIND = ("stale", "records-behind", "")
+
+
+def _run(sdict: dict[str, Any], chooser: Any = None) -> Any:
+    return simulate(Scenario.from_json(sdict), chooser=chooser)
+
+
+def test_default_schedule_keeps_todays_chooser_and_json() -> None:
+    sc = Scenario.from_json(scenario(small_graph(), seed=3))
+    assert isinstance(chooser_for(sc.schedule, sc.seed), SeededChooser)
+    assert set(sc.to_json()["schedule"]) == {"policy", "slow", "slowdown", "flush_weight"}
+    scripted = Scenario.from_json(scenario(small_graph(), seed=3) | {"schedule": {"choices": [1, 0, 2]}})
+    assert isinstance(chooser_for(scripted.schedule, scripted.seed), ScriptedChooser)
+
+
+def test_interleaving_fields_round_trip_and_bad_values_name_the_field() -> None:
+    sdict = scenario(small_graph(), seed=3)
+    sdict["schedule"] |= {"chooser": "pct", "pct_depth": 2, "pct_horizon": 50, "barrier_delay": 30}
+    sc = Scenario.from_json(sdict)
+    assert isinstance(chooser_for(sc.schedule, sc.seed), InterleavingChooser)
+    assert Scenario.from_json(sc.to_json()).schedule == sc.schedule
+    sdict["schedule"]["chooser"] = "fifo"
+    with pytest.raises(ScenarioError, match=r"schedule\.chooser 'fifo' is not one of weighted, pct"):
+        Scenario.from_json(sdict)
+
+
+@pytest.mark.parametrize("knobs", [{"chooser": "pct", "pct_depth": 2, "pct_horizon": 200},
+                                   {"barrier_delay": 60}])
+def test_an_interleaving_schedule_is_reproducible_and_changes_with_the_seed(knobs: dict[str, Any]) -> None:
+    base = scenario(small_graph(200), seed=5, interval=20)
+    base["schedule"] |= knobs
+    first, again = _run(base), _run(base)
+    assert first.ok, first.violations
+    assert first.summary() == again.summary()
+    plain = _run(scenario(small_graph(200), seed=5, interval=20))
+    other = _run(base | {"seed": 6})
+    assert first.summary() != plain.summary() or first.summary() != other.summary()
+
+
+class _Sender:
+    """Just enough of an OutputSubpartition for the chooser: a queue and a partition."""
+
+    def __init__(self, head: Any):
+        self.partition = object()
+        self.queue = deque([head])
+
+
+class _Engine:
+    def __init__(self, step: int):
+        self.step = step
+
+
+def test_a_held_barrier_waits_while_anything_else_can_run() -> None:
+    chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+    senders = [_Sender(Barrier(1, "checkpoint", "unaligned", trigger_step=0, priority=True)) for _ in range(64)]
+    other = _Sender(Buf([1], 0, 0))
+    picked_at: dict[int, list[int]] = {id(sp): [] for sp in senders}
+    for step in range(60):
+        for sp in senders:
+            if chooser.choose_action(_Engine(step), [(1, print, sp), (1, print, other)]) == 0:
+                picked_at[id(sp)].append(step)
+    latency = {id(sp): chooser._latency[id(sp), 1][0] for sp in senders}
+    assert all(step >= latency[key] for key, steps in picked_at.items() for step in steps)
+    held = [key for key, n in latency.items() if n > 5]
+    assert 0 < len(held) < len(senders) // 2  # about one barrier in SLOW_SHARE is held
+    assert all(picked_at[key] for key in held)  # and crosses once its latency has passed
+    # Nothing else enabled: a held barrier goes at once (no deadlock of the chooser's making).
+    first = next(sp for sp in senders if id(sp) in held)
+    assert chooser.choose_action(_Engine(1), [(1, print, first)]) == 0
+
+
+def test_pct_runs_the_highest_priority_thread_until_a_change_point() -> None:
+    a, b = _Sender(Buf([1], 0, 0)), _Sender(Buf([2], 0, 0))
+    actions = [(1, print, a), (1, print, b)]
+    steady = InterleavingChooser(1, ChooserKind.PCT, depth=0)
+    picks = [steady.choose_action(_Engine(i), actions) for i in range(400)]
+    top = max(set(picks), key=picks.count)
+    assert 300 < picks.count(top) < 400  # the top thread, but for the fair steps (FAIR_SHARE)
+    changed = InterleavingChooser(1, ChooserKind.PCT, depth=1, horizon=1)
+    later = [changed.choose_action(_Engine(i), actions) for i in range(400)][1:]
+    assert max(set(later), key=later.count) != top  # the running thread dropped below the other
+
+
+def test_observing_changes_no_choice() -> None:
+    for sdict in (scenario("union.json", seed=2, slow="count"),
+                  scenario(small_graph(), seed=4) | {"schedule": {"chooser": "pct", "pct_depth": 1}}):
+        observer = AbstractObserver()
+        seen = _run(sdict, ObservingChooser(None, observer))
+        assert seen.summary() == _run(sdict).summary()
+        assert observer.coverage.hits["channel", "idle/1", ""] > 0
+
+
+def _flink_21104(seed: int) -> dict[str, Any]:
+    """The catalogue's witness of obsolete-barrier-ends-persisting, without its failures: checkpoints that
+    expire while their barriers still travel (tests/reference/test_catalogue_checkpointing.py)."""
+    sdict = scenario("union.json", mode="unaligned", seed=seed, slow="count")
+    sdict["checkpoint"] |= {"checkpoint_timeout": 40, "tolerable_failed": 1000}
+    return sdict
+
+
+def test_the_flink_21104_cells_name_the_interleaving_the_fault_breaks() -> None:
+    sdict = _flink_21104(1)
+    observer = AbstractObserver()
+    assert _run(sdict, ObservingChooser(None, observer)).ok
+    assert observer.coverage.hits[STALE] > 0 and observer.coverage.hits[BEHIND] > 0
+    broken = _run(sdict | {"mutants": ["obsolete-barrier-ends-persisting"]})
+    assert [v["invariant"] for v in broken.violations][:1] == ["CUT"]
+    quiet = AbstractObserver()  # aligned checkpoints never persist channels: no stale barrier meets one
+    assert _run(sdict | {"checkpoint": {"mode": "aligned", "interval": 40}}, ObservingChooser(None, quiet)).ok
+    assert quiet.coverage.hits[STALE] == quiet.coverage.hits[BEHIND] == 0
+
+
+def test_every_unreachable_cell_says_why_and_reports_count_reached_and_missed() -> None:
+    assert all(why is None or len(why) > 20 for why in ABSTRACT_UNIVERSE.values())
+    cov = AbstractCoverage()
+    cov.hits[STALE] += 3
+    cov.hits["pair", "blocking", "unaligned"] += 1  # ruled out: counted as hit, never as reachable
+    report = cov.to_json()
+    assert report["reached"]["stale barrier meets-persisting"] == 3
+    assert "stale barrier meets-persisting" not in report["missed"]
+    assert "pair blocking + unaligned" in report["unreachable"]
+    assert report["reachable_cells"] == len(report["missed"]) + 1
+    assert AbstractCoverage.from_json(report).hits == cov.hits
+    assert ("pair", "failure", "rescale") in feature_pairs({Feature.FAILURE, Feature.RESCALE, Feature.HASH})
+
+
+def test_interleave_draws_only_schedule_and_expiry_knobs_after_everything_else() -> None:
+    changed = 0
+    for seed in range(30):
+        plain, knobs = scenario_from_seed(seed), scenario_from_seed(seed, interleave=True)
+        assert {k: v for k, v in plain.items() if k not in ("schedule", "checkpoint", "max_steps")} == \
+               {k: v for k, v in knobs.items() if k not in ("schedule", "checkpoint", "max_steps")}
+        extra = set(knobs["schedule"]) - set(plain["schedule"])
+        assert extra <= {"chooser", "pct_depth", "pct_horizon", "barrier_delay"}
+        changed += bool(extra)
+        if "barrier_delay" in knobs["schedule"]:
+            assert knobs["checkpoint"]["checkpoint_timeout"] < knobs["schedule"]["barrier_delay"]
+    assert changed > 10
+
+
+def test_interleaving_scenarios_run_clean() -> None:
+    from cutcheck.reference.fuzzing.verdicts import run_scenario
+    rng = random.Random(0)
+    for seed in rng.sample(range(10_000), 12):
+        v = run_scenario(scenario_from_seed(seed, interleave=True, max_records=40, max_parallelism=3))
+        assert v.ok, (seed, v.violations[:1])
+
+
+def test_a_recorded_interleaving_schedule_replays_exactly() -> None:
+    from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
+    sdict = scenario(small_graph(120), seed=8, interval=15)
+    sdict["schedule"] |= {"chooser": "pct", "pct_depth": 2, "pct_horizon": 100, "barrier_delay": 40}
+    rng = random.Random(3)
+    recorder = RecordingChooser(lambda n: rng.randrange(n), 30, sdict["seed"], fallback=interleaving_of(sdict))
+    recorded = _run(sdict, recorder)
+    replayed = _run(sdict | {"schedule": sdict["schedule"] | {"choices": recorder.choices}})
+    assert len(recorder.choices) == 30 and recorded.summary() == replayed.summary()
+    assert interleaving_of(scenario(small_graph(), seed=8)) is None  # nothing asked: the seeded fallback
