@@ -10,13 +10,13 @@ edge (as a checkpoint of a job whose edge was not pointwise would), so it must b
 As in Flink's test, the 20 <-> 21 pairs run on the pipeline only; its chained head (source, filter,
 map) is one vertex here, and the 2p stage is left out: the engine's step costs grow with the
 number of channels, which grows with the square of the parallelism. Run with ``-s`` to see the
-table; ``test_print_table`` prints it (all rows when run without xdist).
+table (printed after the last row this process ran; all rows when run without xdist).
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -151,6 +151,14 @@ ROWS[5:5] = [("pipeline", 20, 21), ("pipeline", 21, 20)]
 RESULTS: dict[tuple[str, int, int], list[str]] = {}
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _table() -> Iterator[None]:
+    """Print the rows this process ran once they all have (seen with ``-s``); the rows' outcomes are
+    asserted by ``test_rescale_row`` itself, so printing is a report, not a test."""
+    yield
+    print_table()
+
+
 def flink_refuses(graph: Any, done: CompletedCheckpoint, new: dict[str, int]) -> list[str]:
     """The pointwise, broadcast and custom edges that Flink refuses to remap, per vertex
     (``rescale_helpers.flink_refuses``); empty when Flink accepts the restore."""
@@ -203,12 +211,6 @@ def test_rescale_row(topology: str, old: int, new: int) -> None:
     note = "ORDER no longer checked on " + ", ".join(f"#{k}" for k in unordered) if unordered else ""
     RESULTS[(topology, old, new)] = [topology, f"{old}→{new}", "ok", str(restore["checkpoint"]), str(moved),
                                      str(filtered), ", ".join(mappers) or "1:1", note, f"{seconds:.1f}"]
-
-
-def test_print_table(capsys: pytest.CaptureFixture[str]) -> None:
-    """Print the rows this process ran (all of them without xdist, which keeps workers' output)."""
-    with capsys.disabled():
-        print_table()
 
 
 def print_table() -> None:
