@@ -23,9 +23,10 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
 from cutcheck.reference.storage.filetable import FileTable, dir_files, split
+from cutcheck.reference.storage.local_scan import scan_local
 from cutcheck.reference.storage.meta import SCOPES
 from cutcheck.reference.storage.scope import reroot
-from cutcheck.reference.storage.store import Store, within
+from cutcheck.reference.storage.store import LocalStore, Store, within
 
 if TYPE_CHECKING:
     from cutcheck.reference.storage.inspection import CheckpointInfo
@@ -39,7 +40,7 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
     """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts)."""
     done = len(table)
     tick = (lambda n: progress("listed", done + n, None)) if progress is not None else None
-    scan = getattr(store, "scan", None)
+    scan = scan_local if isinstance(store, LocalStore) else getattr(store, "scan", None)
     if scan is not None:
         for directory, files in scan(root, tick):
             if keep_dir(directory):

@@ -215,7 +215,7 @@ def test_the_same_answers_on_s3(s3: S3) -> None:
 def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "ckpts"
     bench.build_local(str(base), 2000)
-    calls = {"realpath": 0, "stat": 0}
+    calls = {"realpath": 0, "stat": 0, "listing": 0}
     realpath, stat = os.path.realpath, os.stat
 
     def counted_realpath(*a: Any, **k: Any) -> Any:
@@ -223,7 +223,7 @@ def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: py
         return realpath(*a, **k)
 
     def counted_stat(*a: Any, **k: Any) -> Any:
-        calls["stat"] += 1
+        calls["listing" if "dir_fd" in k else "stat"] += 1  # the listing's lstat is relative to its directory
         return stat(*a, **k)
 
     monkeypatch.setattr(os.path, "realpath", counted_realpath)
@@ -231,6 +231,7 @@ def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: py
     listing = inspect(base, any_referenced_files)
     assert len(listing.infos) == 2000 and len(listing.orphans) == 200
     assert calls["realpath"] < 50 and calls["stat"] < 50, calls  # the previous inspection: over 2000 of each
+    assert calls["listing"] in (0, 2000), calls  # one lstat a file, by the listing (0: no fstatat here)
 
 
 def test_progress_reports_listing_and_reading(tmp_path: Path) -> None:
@@ -322,3 +323,55 @@ def _error(data: bytes) -> str:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "read"
+
+
+# ---------------------------------------------------------------------------- the local listing
+def _tree(root: Path) -> None:
+    for rel in ("job/chk-1/_metadata", "job/chk-1/b", "job/chk-1/a", "job/shared/z", "job/shared/y",
+                "job/shared/deep/x", ".cutcheck-quarantine/batch/f", "top"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode())
+    (root / "job/empty").mkdir()
+    (root / "job/shared/link").symlink_to(root / "top")  # a link: neither listed nor followed
+    (root / "job/linked").symlink_to(root / "job/shared", target_is_directory=True)
+
+
+def _flat(scan: Any) -> list[tuple[str, list[str], list[int], list[float]]]:
+    return [(d, f.paths, list(f.sizes), list(f.mtimes)) for d, f in scan]
+
+
+@pytest.mark.parametrize("at", [True, False])
+def test_the_local_listing_lists_what_the_stores_scan_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             at: bool) -> None:
+    from cutcheck.reference.storage import local_scan
+    from cutcheck.reference.storage.store import LOCAL
+
+    _tree(tmp_path)
+    monkeypatch.setattr(local_scan, "_AT", at)  # with fstatat, and by path where the platform has none
+    seen: list[int] = []
+    new = _flat(local_scan.scan_local(str(tmp_path), seen.append))
+    assert new == _flat(LOCAL.scan(str(tmp_path)))
+    assert sorted(p for _, paths, _, _ in new for p in paths) == sorted(
+        str(tmp_path / r) for r in ("job/chk-1/_metadata", "job/chk-1/a", "job/chk-1/b", "job/shared/y",
+                                    "job/shared/z", "job/shared/deep/x", "top"))
+    assert sum(len(paths) for _, paths, _, _ in new) == 7 and seen[-1] == 7
+    assert _flat(local_scan.scan_local(str(tmp_path / "top"))) == _flat(LOCAL.scan(str(tmp_path / "top")))
+
+
+def test_the_local_listing_leaves_out_a_file_that_vanishes_before_its_stat(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from cutcheck.reference.storage import local_scan
+
+    _tree(tmp_path)
+    stat = os.stat
+
+    def vanishing(path: Any, *a: Any, **k: Any) -> Any:
+        if os.path.basename(str(path)) in ("a", "y", "z"):  # y and z: two in a row, the directory's last
+            raise FileNotFoundError(path)
+        return stat(path, *a, **k)
+
+    monkeypatch.setattr(os, "stat", vanishing)
+    listed = {d: paths for d, paths, _, _ in _flat(local_scan.scan_local(str(tmp_path)))}
+    assert listed[str(tmp_path / "job/chk-1")] == [str(tmp_path / "job/chk-1/_metadata"), str(tmp_path / "job/chk-1/b")]
+    assert str(tmp_path / "job/shared") not in listed  # every file of it vanished
+    assert listed[str(tmp_path / "job/shared/deep")] == [str(tmp_path / "job/shared/deep/x")]
