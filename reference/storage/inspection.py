@@ -82,6 +82,7 @@ from cutcheck.reference.storage.files import (
 from cutcheck.reference.storage.filetable import FileTable, join
 from cutcheck.reference.storage.guard import DataScope, empty_checkpoint_dirs, orphan_reason
 from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
+from cutcheck.reference.storage.references import Canonical
 from cutcheck.reference.storage.scope import (
     context_metadata,
     inside,
@@ -91,7 +92,6 @@ from cutcheck.reference.storage.scope import (
 )
 from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store
 from cutcheck.reference.storage.traversal import (
-    Canonical,
     Kept,
     Progress,
     Within,

@@ -15,7 +15,6 @@ import heapq
 import os
 import re
 from array import array
-from bisect import bisect_left
 from collections.abc import Callable
 from itertools import compress, groupby, repeat
 from operator import contains, itemgetter
@@ -24,7 +23,6 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
 from cutcheck.reference.storage.filetable import FileTable, dir_files, split
 from cutcheck.reference.storage.local_scan import scan_local
-from cutcheck.reference.storage.meta import SCOPES
 from cutcheck.reference.storage.scope import reroot
 from cutcheck.reference.storage.store import LocalStore, Store, within
 
@@ -72,87 +70,6 @@ class Kept:
         d, i = found
         d.marks[i] = 1
         return d.paths[i]
-
-
-class Canonical:
-    """A path a ``_metadata`` names -> the internal, canonical path (``store.realpath(store.internal(p))``),
-    resolving each directory once: the last component of a path is never a symbolic link that needs
-    resolving when the file was listed (listings follow none), so only unlisted files are looked at."""
-
-    __slots__ = ("dirs", "store", "table", "unlisted")
-
-    def __init__(self, store: Store, table: FileTable):
-        self.store, self.table = store, table
-        self.dirs: dict[str, str] = {}
-        self.unlisted: set[str] = set()  # files that exist but were not listed (outside the data roots)
-
-    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array]]:
-        """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
-        a file that does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them).
-        Each scope is looked up in sorted order through a Cursor: a step or two a reference, no binary search."""
-        by_scope: dict[str, list[str]] = {}
-        sizes: dict[str, array] = {}
-        for scope in SCOPES:
-            named = [self.one(ref) for ref in files.get(scope, [])]
-            # Readers give each scope sorted and without repeats, and the mapping keeps that order when it changes
-            # nothing (the usual case): then no set and no sort of hundreds of thousands of paths.
-            canon = named if all(a < b for a, b in zip(named, named[1:], strict=False)) else sorted(set(named))
-            paths, found_sizes, links = self._look_up(canon, kept, self.store.is_local)
-            if links:  # rare (Flink writes no links): again, with the links resolved
-                canon = sorted((set(canon) - set(links)) | {os.path.realpath(p) for p in links})
-                paths, found_sizes, _ = self._look_up(canon, kept, False)
-            by_scope[scope], sizes[scope] = paths, found_sizes
-        return by_scope, sizes
-
-    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
-        """(``canon`` (sorted, no repeats), as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
-        symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
-        may be, and then it resolves further). Marks what it finds listed."""
-        paths: list[str] = []
-        found_sizes = array("q")
-        links: list[str] = []
-        at: dict[str, int] = {}  # per directory, where the walk stands (what a Cursor does, inlined: a million calls)
-        head, d, listed, n, i = None, None, [], 0, 0
-        for path in canon:
-            here = path[:path.rfind("/")] or "/"
-            if here != head:
-                if head is not None:
-                    at[head] = i
-                head, d = here, self.table.files_in(here)
-                listed = d.paths if d is not None else []
-                n, i = len(listed), at.get(here, 0)
-                if i and listed[i - 1] >= path:  # a directory met again out of order: search it afresh
-                    i = 0
-            stop = min(n, i + 8)
-            while i < stop and listed[i] < path:
-                i += 1
-            if i < n and listed[i] < path:
-                i = bisect_left(listed, path, i)
-            if d is not None and i < n and listed[i] == path:
-                d.marks[i] = 1
-                paths.append(listed[i])
-                found_sizes.append(d.sizes[i])
-                i += 1
-                continue
-            if check_links and os.path.islink(path):
-                links.append(path)
-                continue
-            paths.append(kept.extra.setdefault(path, path))
-            size = size_of(self.store, path, self.table)
-            found_sizes.append(-1 if size is None else size)
-            if size is not None:
-                self.unlisted.add(path)
-        return paths, found_sizes, links
-
-    def one(self, ref: str) -> str:
-        """``store.realpath(store.internal(ref))``, but for a symbolic link as the last component (see ``resolve``)."""
-        head, sep, name = ref.rpartition("/")
-        if not sep or not head or name in ("", ".", ".."):
-            return self.store.realpath(self.store.internal(ref))
-        d = self.dirs.get(head)
-        if d is None:
-            d = self.dirs[head] = self.store.realpath(self.store.internal(head))
-        return ref if d == head else d + "/" + name if d != "/" else "/" + name
 
 
 def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array], in_scope: Callable[[str], bool],

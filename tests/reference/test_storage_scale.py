@@ -375,3 +375,59 @@ def test_the_local_listing_leaves_out_a_file_that_vanishes_before_its_stat(tmp_p
     assert listed[str(tmp_path / "job/chk-1")] == [str(tmp_path / "job/chk-1/_metadata"), str(tmp_path / "job/chk-1/b")]
     assert str(tmp_path / "job/shared") not in listed  # every file of it vanished
     assert listed[str(tmp_path / "job/shared/deep")] == [str(tmp_path / "job/shared/deep/x")]
+
+
+# ---------------------------------------------------------------------------- references resolved a run at a time
+def _resolved_one_by_one(table: FileTable, refs: list[str]) -> tuple[list[str], list[int], set[str]]:
+    """What each reference resolves to on its own: (canonical paths sorted, sizes or -1, the listed ones)."""
+    canon = sorted({os.path.realpath(r) for r in refs})
+    sizes = []
+    for p in canon:
+        size = table.size(p)
+        if size is None and os.path.isfile(p):
+            size = os.stat(p).st_size
+        sizes.append(-1 if size is None else size)
+    return canon, sizes, {p for p in canon if p in table}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_references_resolved_a_run_at_a_time_are_those_resolved_one_by_one(tmp_path: Path, seed: int) -> None:
+    from cutcheck.reference.storage.local_scan import scan_local
+    from cutcheck.reference.storage.references import Canonical
+    from cutcheck.reference.storage.store import LOCAL
+    from cutcheck.reference.storage.traversal import Kept
+
+    rng = random.Random(seed)
+    base = tmp_path / "b"
+    dirs = ["s", "s/sub", "s/sub/deep", "s.x", "t", "t/sub"]
+    for d in dirs:
+        (base / d).mkdir(parents=True)
+    (base / "via").symlink_to(base / "s", target_is_directory=True)  # a symlinked directory: resolved
+    (tmp_path / "outside").mkdir()
+    refs = []
+    for d in dirs:
+        for k in range(rng.randrange(0, 6)):
+            f = base / d / f"f{k}{rng.choice('ab')}"
+            if rng.random() < 0.8:
+                f.write_bytes(b"x" * rng.randrange(1, 9))
+            if rng.random() < 0.7:  # referenced (listed, or missing when not written)
+                refs.append(str(f))
+    refs += [str(base / "missing-dir" / "f"), str(base / "via" / "f0a"), str(base / "s" / "nowhere")]
+    (tmp_path / "outside" / "o").write_bytes(b"oo")  # exists but is not listed: unlisted, its size known
+    refs.append(str(tmp_path / "outside" / "o"))
+    if rng.random() < 0.5:
+        (base / "t" / "ln").symlink_to(base / "s" / "sub" / "f0a")  # an unlisted link: resolved further
+        refs.append(str(base / "t" / "ln"))
+    table = FileTable()
+    for d, files in scan_local(str(base)):
+        table.add(d, files)
+    want_paths, want_sizes, want_marked = _resolved_one_by_one(table, refs)
+    for given in (sorted(set(refs)), refs[::-1]):  # as readers give them, and in any order
+        marked_before = {p for _, f in table.directories() for p, m in zip(f.paths, f.marks, strict=True) if m}
+        by_scope, sizes = Canonical(LOCAL, table).resolve({"shared": list(given)}, Kept(table))
+        assert by_scope["shared"] == want_paths and list(sizes["shared"]) == want_sizes
+        marked = {p for _, f in table.directories() for p, m in zip(f.paths, f.marks, strict=True) if m}
+        assert marked == want_marked | marked_before and marked >= want_marked
+        found = table.find(want_paths[0])
+        if found is not None:  # the table's own string, not a copy
+            assert by_scope["shared"][0] is found[0].paths[found[1]]
