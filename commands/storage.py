@@ -13,7 +13,14 @@ from typing import Any
 import typer
 
 from cutcheck.commands.common import app, out, table, user_errors, write_json
-from cutcheck.commands.storage_output import labeller, print_rows, progress_lines, relative, sizer
+from cutcheck.commands.storage_output import (
+    labeller,
+    print_rows,
+    progress_lines,
+    relative,
+    shared_lines,
+    sizer,
+)
 from cutcheck.model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
@@ -180,7 +187,8 @@ def storage_ls(
         size, label, shown = sizer(listing, _file_size), labeller(listing, name), functools.lru_cache(4096)(_bytes)
         print_rows("shared files", ["file", "size", "referenced by"],
                    ([label(f), shown(sz) if (sz := size(f)) is not None else "missing", users(tuple(keys))]
-                    for f, keys in listing.shared.items()), len(listing.shared))
+                    for f, keys in listing.shared.items()), len(listing.shared),
+                   lambda: shared_lines(listing, label, size, shown, users))
     for c in listing.not_restorable:
         _say(_why_not(c, name, listing, endpoint_url) + ".")
     for u in listing.unreadable:  # the reader's sentence: which version or handle type it does not know

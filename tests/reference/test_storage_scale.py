@@ -431,3 +431,24 @@ def test_references_resolved_a_run_at_a_time_are_those_resolved_one_by_one(tmp_p
         found = table.find(want_paths[0])
         if found is not None:  # the table's own string, not a copy
             assert by_scope["shared"][0] is found[0].paths[found[1]]
+
+
+@pytest.mark.parametrize("layout", ["one job", "two jobs and a missing file"])
+def test_the_streamed_shared_table_is_the_row_by_row_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         layout: str) -> None:
+    from cutcheck.commands import storage as storage_cmd
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 300)
+    if layout != "one job":
+        shutil.copytree(base / bench.JOB, base / "other-job")  # its _metadata name the first job's files
+        listing = inspect(base, any_referenced_files)
+        os.remove(next(iter(listing.shared)))  # referenced, now missing: its run goes file by file
+    monkeypatch.setattr(storage_output, "RENDERED_ROWS", 5)
+    fast = runner.invoke(app, ["storage", "ls", str(base)])
+    print_rows = storage_output.print_rows
+    monkeypatch.setattr(storage_cmd, "print_rows", lambda *a: print_rows(*a[:4]))  # rows joined one by one
+    slow = runner.invoke(app, ["storage", "ls", str(base)])
+    assert fast.exit_code == slow.exit_code == (0 if layout == "one job" else 1)
+    assert fast.stdout == slow.stdout and fast.stdout.count("\n") > 250
+    assert ("missing" in fast.stdout) == (layout != "one job")
