@@ -96,6 +96,7 @@ from cutcheck.reference.storage.traversal import (
     Progress,
     Within,
     checkpoint_size,
+    cyclic_gc_paused,
     fresh_json,
     fresh_mtime,
     json_uris,
@@ -277,6 +278,7 @@ def _keep_path(store: Store, keep: str) -> str:
     return store.realpath(path)
 
 
+@cyclic_gc_paused()
 def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
             entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
             now: float | None = None, store: Store | None = None, progress: Progress | None = None) -> CheckpointListing:
