@@ -19,7 +19,7 @@ from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import compress, groupby, repeat
-from operator import contains, itemgetter
+from operator import contains, itemgetter, not_
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
@@ -202,11 +202,10 @@ def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable,
     for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
         known = seen.setdefault(c.job, set())
         total = size_of(store, os.path.join(c.path, METADATA), table) or 0
-        for scope, files in c.files.items():
-            for f, size in zip(files, sizes[c.key][scope], strict=True):
-                if f not in known:
-                    known.add(f)
-                    total += max(size, 0)
+        for scope, files in c.files.items():  # each scope's files are distinct (sorted, no repeats): tested in C
+            fresh = map(not_, map(known.__contains__, files))
+            total += sum(map(max, compress(sizes[c.key][scope], fresh), repeat(0)))
+            known.update(files)
         c.new_size = total
 
 

@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from cutcheck.cli import app
 from cutcheck.commands import storage_output
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage import flink_metadata_format as fmt
 from cutcheck.reference.storage.filetable import FileTable, dir_files
 from cutcheck.reference.storage.flink_metadata import any_referenced_files
@@ -452,3 +453,22 @@ def test_the_streamed_shared_table_is_the_row_by_row_one(tmp_path: Path, monkeyp
     assert fast.exit_code == slow.exit_code == (0 if layout == "one job" else 1)
     assert fast.stdout == slow.stdout and fast.stdout.count("\n") > 250
     assert ("missing" in fast.stdout) == (layout != "one job")
+
+
+def test_an_inspection_restores_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 50)
+    seen: list[bool] = []
+    inspect(base, any_referenced_files, progress=lambda *a: seen.append(gc.isenabled()))
+    assert seen and not any(seen) and gc.isenabled()  # paused while it ran, back afterwards
+    with pytest.raises(StorageError):
+        inspect(tmp_path / "nowhere", any_referenced_files)
+    assert gc.isenabled()  # after a refusal too
+    gc.disable()
+    try:
+        inspect(base, any_referenced_files)
+        assert not gc.isenabled()  # a caller's own pause is left alone
+    finally:
+        gc.enable()
