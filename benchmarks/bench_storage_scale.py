@@ -191,9 +191,10 @@ def _figure(name: str, run: tuple[float, float, int, float], baseline: tuple[flo
 _PLAN = """
 import sys, time
 from cutcheck.reference.storage.flink_metadata import any_referenced_files
-from cutcheck.reference.storage.inspection import inspect, orphan_reason
+from cutcheck.reference.storage.guard import orphan_reasons
+from cutcheck.reference.storage.inspection import inspect
 listing = inspect(sys.argv[1], any_referenced_files, min_age=3600)
-reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
+reasons = orphan_reasons(listing, listing.orphans)
 assert len(reasons) == int(sys.argv[2]), (len(reasons), sys.argv[2])
 """
 

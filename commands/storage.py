@@ -15,6 +15,7 @@ import typer
 from cutcheck.commands.common import app, out, table, user_errors, write_json
 from cutcheck.commands.storage_output import (
     labeller,
+    listed_sizes,
     print_rows,
     progress_lines,
     relative,
@@ -241,7 +242,7 @@ def storage_orphans(
     names the command that sets it aside (storage quarantine-checkpoint), unless --force."""
     from cutcheck.model.errors import StorageError
     from cutcheck.reference.storage.diagnosis import diagnose
-    from cutcheck.reference.storage.inspection import orphan_reason
+    from cutcheck.reference.storage.guard import orphan_reasons
     from cutcheck.reference.storage.quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
@@ -266,14 +267,16 @@ def storage_orphans(
                            f"{'; …' if len(broken) > 3 else ''}) and run this again, or pass --force.")
     candidates = [*listing.orphans, *(listing.in_progress if force else [])]
     size = sizer(listing, _file_size)
-    sizes = {f: sz for f in candidates if (sz := size(f)) is not None}
-    reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
+    sizes = listed_sizes(listing, listing.orphans, size) | listed_sizes(listing, candidates[len(listing.orphans):], size)
+    reasons = orphan_reasons(listing, listing.orphans)
     reasons |= {f: "of a checkpoint that looked in progress (--force)" for f in listing.in_progress if force}
     batch = quarantine(listing, reasons, min_age=age, dirs=listing.empty_dirs) if delete else None
     shown = [m.original for m in batch.files] if batch else listing.orphans
     _say(("moved to the quarantine" if delete else "orphans") + f" in {listing.uri(listing.root)}"
          + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
-    print_rows("", ["file", "size", "why"], ([name(f), _bytes(sizes.get(f, 0)), reasons[f]] for f in shown), len(shown))
+    label, shown_bytes = labeller(listing, name), functools.lru_cache(4096)(_bytes)
+    print_rows("", ["file", "size", "why"], ([label(f), shown_bytes(sizes.get(f, 0)), reasons[f]] for f in shown),
+               len(shown))
     if listing.too_young:
         now = time.time()
         print_rows(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],

@@ -80,7 +80,12 @@ from cutcheck.reference.storage.files import (
     remove_marker,
 )
 from cutcheck.reference.storage.filetable import FileTable, join
-from cutcheck.reference.storage.guard import DataScope, empty_checkpoint_dirs, orphan_reason
+from cutcheck.reference.storage.guard import (  # orphan_reason: imported from here too
+    DataScope,
+    empty_checkpoint_dirs,
+    orphan_reason,  # noqa: F401
+    orphan_reasons,
+)
 from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
 from cutcheck.reference.storage.references import Canonical
 from cutcheck.reference.storage.scope import (
@@ -386,7 +391,7 @@ def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[
     (reference.storage.quarantine); return what moved. Nothing is ever removed outright."""
     from cutcheck.reference.storage.quarantine import quarantine
 
-    batch = quarantine(listing, {f: orphan_reason(listing, f) for f in listing.orphans}, min_age=min_age)
+    batch = quarantine(listing, orphan_reasons(listing, listing.orphans), min_age=min_age)
     return [m.original for m in batch.files]
 
 

@@ -472,3 +472,35 @@ def test_an_inspection_restores_the_garbage_collector_as_it_found_it(tmp_path: P
         assert not gc.isenabled()  # a caller's own pause is left alone
     finally:
         gc.enable()
+
+
+def test_orphan_reasons_worked_out_once_a_directory_are_each_files_own(tmp_path: Path) -> None:
+    from cutcheck.reference.storage.guard import orphan_reason, orphan_reasons
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 200)
+    job = base / bench.JOB
+    (job / "chk-9").mkdir()  # no _metadata: never completed
+    strays = [job / "chk-1" / "_metadata.inprogress", job / "chk-1" / "loose", job / "chk-9" / "x",
+              job / "chk-9" / "_metadata.inprogress", job / "shared" / "stray", job / "other"]
+    for s in strays:
+        s.write_bytes(b"s")
+    listing = inspect(base, any_referenced_files)
+    files = sorted({*listing.orphans, *map(str, strays), *list(listing.infos)[:50]})
+    reasons = orphan_reasons(listing, files)
+    assert reasons == {f: orphan_reason(listing, f) for f in files}
+    assert len(set(reasons.values())) >= 5  # every kind of reason met
+
+
+def test_listed_sizes_are_the_sizes_asked_one_by_one(tmp_path: Path) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 300)
+    (base / bench.JOB / "shared" / "big").write_bytes(b"b" * 1000)
+    listing = inspect(base, any_referenced_files)
+    size = storage_output.sizer(listing, lambda li, p: li.store.stat(p).size if li.store.stat(p) else None)
+    files = sorted([*list(listing.infos)[::7], str(base / "gone"), str(base / bench.JOB / "shared" / "gone"),
+                    str(base / bench.JOB / "shared" / "big")])
+    want = {f: sz for f in files if (sz := size(f)) is not None}
+    assert storage_output.listed_sizes(listing, files, size) == want
+    assert storage_output.listed_sizes(listing, files[::-1], size) == want  # unsorted: one by one
+    assert want[str(base / bench.JOB / "shared" / "big")] == 1000 and str(base / "gone") not in want
