@@ -88,7 +88,7 @@ def _directory(directory: str, stack: list[str]) -> DirFiles | None:
             os.close(fd)
 
 
-def _stat_all(names: list[str], fd: int, prefix: str) -> tuple[array, array, set[int]]:
+def _stat_all(names: list[str], fd: int, prefix: str) -> tuple[array[int], array[float], set[int]]:
     """(sizes, modification times) of ``names`` in the directory (open as ``fd``, or -1), as ``lstat`` gives
     them, and the indices of the names that no longer exist. One plain loop: a mapped ``partial`` costs more
     a call, and a ``try`` a file costs nothing until one fails (then the loop goes on after it)."""

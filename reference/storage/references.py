@@ -45,11 +45,11 @@ class Canonical:
         self.dirs: dict[str, str] = {}
         self.unlisted: set[str] = set()  # files that exist but were not listed (outside the data roots)
 
-    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array]]:
+    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array[int]]]:
         """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
         a file that does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them)."""
         by_scope: dict[str, list[str]] = {}
-        sizes: dict[str, array] = {}
+        sizes: dict[str, array[int]] = {}
         for scope in SCOPES:
             refs = files.get(scope, [])
             named = self.canonical(refs)
@@ -102,7 +102,7 @@ class Canonical:
         d = self._directory(head)
         return ref if d == head else d + "/" + name if d != "/" else "/" + name
 
-    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
+    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array[int], list[str]]:
         """(``canon`` (sorted, no repeats), as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
         symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
         may be, and then it resolves further). Marks what it finds listed."""
@@ -136,7 +136,7 @@ class Canonical:
             found_sizes = array("q", (found_sizes[i] for i in keep))
         return paths, found_sizes, links
 
-    def _run(self, canon: list[str], lo: int, hi: int, head: str, prefix: str, paths: list[str], found_sizes: array,
+    def _run(self, canon: list[str], lo: int, hi: int, head: str, prefix: str, paths: list[str], found_sizes: array[int],
              kept: Kept, check_links: bool, links: list[str], dropped: set[int], pending: list[str]) -> None:
         """The references in ``canon[lo:hi]`` directly in ``head`` (the others, in its subdirectories, go on ``pending``)."""
         part = canon[lo:hi]

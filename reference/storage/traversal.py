@@ -49,7 +49,10 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
     grouped: dict[str, tuple[list[str], list[int], list[float], list[str]]] = {}
     for info in store.files(root):  # a store without a streaming listing: its list, grouped by directory
         g = grouped.setdefault(split(info.path)[0], ([], [], [], []))
-        g[0].append(info.path), g[1].append(info.size), g[2].append(info.mtime), g[3].append(info.etag)
+        g[0].append(info.path)
+        g[1].append(info.size)
+        g[2].append(info.mtime)
+        g[3].append(info.etag)
     for directory, (paths, sizes, mtimes, etags) in grouped.items():
         if keep_dir(directory):
             table.add(directory, dir_files(directory, paths, sizes, mtimes, etags, full=True))
@@ -89,7 +92,7 @@ class Kept:
         return d.paths[i]
 
 
-def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array], in_scope: Callable[[str], bool],
+def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array[int]], in_scope: Callable[[str], bool],
                     unlisted: set[str] | None) -> tuple[int, list[str], list[str]]:
     """(the bytes of the files that exist, the files that do not, those outside the scope), each file counted
     once even when two scopes name it. Only ``unlisted`` files (all, when None) can be outside: a listed file lies
@@ -195,7 +198,7 @@ def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
 
 
 def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable,
-              sizes: dict[str, dict[str, array]]) -> None:
+              sizes: dict[str, dict[str, array[int]]]) -> None:
     """Each checkpoint's ``new_size``: its _metadata and the files no older checkpoint of its job references
     (``sizes``: by checkpoint key, per scope the sizes aligned with ``files``, -1 for a file that does not exist)."""
     seen: dict[str, set[str]] = {}
