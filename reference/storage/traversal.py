@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from itertools import compress, groupby, repeat
 from operator import contains, itemgetter, not_
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
@@ -190,7 +191,13 @@ def size_of(store: Store, path: str, table: FileTable) -> int | None:
 
 
 def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
-    if store.is_local:  # looked at again: a file written since it was listed is never called an orphan
+    if isinstance(store, LocalStore):  # looked at again: a file written since it was listed is never called an orphan
+        try:  # LocalStore.stat's answer with one stat, not two (it asks os.path.isfile again)
+            st = os.stat(path)
+        except OSError:
+            return float("inf")
+        return st.st_mtime if S_ISREG(st.st_mode) else float("inf")
+    if store.is_local:
         info = store.stat(path)
         return float("inf") if info is None else info.mtime
     mtime = table.mtime(path)

@@ -504,3 +504,18 @@ def test_listed_sizes_are_the_sizes_asked_one_by_one(tmp_path: Path) -> None:
     assert storage_output.listed_sizes(listing, files, size) == want
     assert storage_output.listed_sizes(listing, files[::-1], size) == want  # unsorted: one by one
     assert want[str(base / bench.JOB / "shared" / "big")] == 1000 and str(base / "gone") not in want
+
+
+def test_a_fresh_look_at_a_local_file_is_the_stores_stat(tmp_path: Path) -> None:
+    from cutcheck.reference.storage.store import LOCAL
+    from cutcheck.reference.storage.traversal import fresh_mtime
+
+    (tmp_path / "f").write_bytes(b"f")
+    os.utime(tmp_path / "f", (1000.5, 1000.5))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "f")
+    for name in ("f", "d", "link", "gone"):
+        info = LOCAL.stat(str(tmp_path / name))
+        want = float("inf") if info is None else info.mtime
+        assert fresh_mtime(LOCAL, str(tmp_path / name), FileTable()) == want
+    assert fresh_mtime(LOCAL, str(tmp_path / "f"), FileTable()) == 1000.5
