@@ -9,10 +9,11 @@ incremental checkpoints do), 90 % of the files in all; the other 10 % are orphan
 
 Prints one JSON line per figure:
 
-* ``find_wc`` (local): ``find BASE | wc -l``, the baseline;
+* ``find_wc`` (local): ``find BASE | wc -l``, the baseline (the fastest of three: wall and CPU seconds);
 * ``ls``, ``orphans`` (local): ``python -m cutcheck storage ls|orphans BASE`` in a child process (output to
-  /dev/null): wall seconds, peak RSS, exit code, and ``over_find``, the ratio to ``find_wc`` of the same
-  tree measured in the same run;
+  /dev/null): wall and CPU (user + system) seconds, peak RSS, exit code, and ``over_find`` and
+  ``cpu_over_find``, the ratios to ``find_wc`` of the same tree measured in the same run (on a loaded
+  machine the CPU ratio is the steadier one);
 * ``orphans_delete_plan`` (local): in a child process, what ``orphans --delete`` decides before it moves
   anything (the inspection with the default --min-age 1h, and a reason per orphan);
 * ``orphans_delete``, ``restore_quarantine``, ``after_restore`` (local, with ``--delete``): ``orphans --delete``
@@ -35,6 +36,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import shutil
 import struct
 import subprocess
@@ -146,8 +148,9 @@ def build_local(base: str, n: int) -> dict[str, int]:
 
 
 # -- measuring --------------------------------------------------------------------------------------
-def child(args: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int]:
-    """Wall seconds, peak RSS in MB and exit code of a child process (output discarded; killed after ``timeout``)."""
+def child(args: list[str], timeout: float, env: dict[str, str] | None = None) -> tuple[float, float, int, float]:
+    """Wall seconds, peak RSS in MB, exit code and CPU seconds (user and system) of a child process (output
+    discarded; killed after ``timeout``)."""
     start = time.perf_counter()
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             stdin=subprocess.DEVNULL, env=env)
@@ -161,21 +164,37 @@ def child(args: list[str], timeout: float, env: dict[str, str] | None = None) ->
             _, status, usage = os.wait4(proc.pid, 0)
             break
         time.sleep(0.02)
-    return time.perf_counter() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status)
+    return (time.perf_counter() - start, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status),
+            usage.ru_utime + usage.ru_stime)
 
 
-def find_wc(base: str) -> tuple[float, int]:
+def find_wc(base: str) -> tuple[float, int, float]:
+    """Wall seconds, lines, and CPU seconds of ``find BASE | wc -l`` (the shell, find and wc)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     start = time.perf_counter()
     out = subprocess.run(f"find {base} | wc -l", shell=True, capture_output=True, text=True, check=True).stdout
-    return time.perf_counter() - start, int(out.strip())
+    seconds = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return seconds, int(out.strip()), after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime
+
+
+def _figure(name: str, run: tuple[float, float, int, float], baseline: tuple[float, float], timeout: float,
+            common: dict[str, Any]) -> str:
+    """One JSON line: wall and CPU seconds, each also as a ratio to find's (on a loaded machine the CPU ratio
+    is the steadier one: other processes' load stretches wall time, not CPU time)."""
+    seconds, rss, code, cpu = run
+    return json.dumps({"figure": name, "seconds": round(seconds, 2), "cpu_seconds": round(cpu, 2),
+                       "peak_rss_mb": round(rss), "exit": code, "over_find": round(seconds / baseline[0], 1),
+                       "cpu_over_find": round(cpu / baseline[1], 1), "timed_out": seconds >= timeout, **common})
 
 
 _PLAN = """
 import sys, time
 from cutcheck.reference.storage.flink_metadata import any_referenced_files
-from cutcheck.reference.storage.inspection import inspect, orphan_reason
+from cutcheck.reference.storage.guard import orphan_reasons
+from cutcheck.reference.storage.inspection import inspect
 listing = inspect(sys.argv[1], any_referenced_files, min_age=3600)
-reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
+reasons = orphan_reasons(listing, listing.orphans)
 assert len(reasons) == int(sys.argv[2]), (len(reasons), sys.argv[2])
 """
 
@@ -195,26 +214,23 @@ def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None, 
         common = {"n": n, **shape, "layout": f"{CHECKPOINTS} incremental checkpoints, {int(REFERENCED * 100)} % referenced"}
         print(json.dumps({"figure": "build", "seconds": round(time.perf_counter() - start, 1), **common}), flush=True)
         find_wc(base)  # the same warm cache for every figure
-        baseline, lines = min(find_wc(base) for _ in range(3))
-        print(json.dumps({"figure": "find_wc", "seconds": round(baseline, 3), "lines": lines, **common}), flush=True)
-        runs = {"ls": ["storage", "ls", base], "orphans": ["storage", "orphans", base]}
-        for name, args in runs.items():
-            seconds, rss, code = child([sys.executable, "-m", "cutcheck", *args], timeout)
-            print(json.dumps({"figure": name, "seconds": round(seconds, 2), "peak_rss_mb": round(rss), "exit": code,
-                              "over_find": round(seconds / baseline, 1), "timed_out": seconds >= timeout, **common}),
+        runs = [find_wc(base) for _ in range(3)]
+        wall, lines, _ = min(runs)
+        baseline = (wall, min(cpu for _, _, cpu in runs))
+        print(json.dumps({"figure": "find_wc", "seconds": round(wall, 3), "cpu_seconds": round(baseline[1], 3),
+                          "lines": lines, **common}), flush=True)
+        runs_of = {"ls": ["storage", "ls", base], "orphans": ["storage", "orphans", base]}
+        for name, args in runs_of.items():
+            print(_figure(name, child([sys.executable, "-m", "cutcheck", *args], timeout), baseline, timeout, common),
                   flush=True)
-        seconds, rss, code = child([sys.executable, "-c", _PLAN, base, str(shape["orphans"])], timeout)
-        print(json.dumps({"figure": "orphans_delete_plan", "seconds": round(seconds, 2), "peak_rss_mb": round(rss),
-                          "exit": code, "over_find": round(seconds / baseline, 1), "timed_out": seconds >= timeout,
-                          **common}), flush=True)
+        plan = child([sys.executable, "-c", _PLAN, base, str(shape["orphans"])], timeout)
+        print(_figure("orphans_delete_plan", plan, baseline, timeout, common), flush=True)
         if delete:  # then moved into the quarantine and put back: the base is as it was afterwards
             for name, args in {"orphans_delete": ["storage", "orphans", base, "--delete"],
                                "restore_quarantine": ["storage", "restore-quarantine", base]}.items():
-                seconds, rss, code = child([sys.executable, "-m", "cutcheck", *args], timeout)
-                print(json.dumps({"figure": name, "seconds": round(seconds, 2), "peak_rss_mb": round(rss),
-                                  "exit": code, "over_find": round(seconds / baseline, 1),
-                                  "timed_out": seconds >= timeout, **common}), flush=True)
-            after, lines_after = find_wc(base)
+                print(_figure(name, child([sys.executable, "-m", "cutcheck", *args], timeout), baseline, timeout,
+                              common), flush=True)
+            _, lines_after, _ = find_wc(base)
             print(json.dumps({"figure": "after_restore", "lines": lines_after, "same": lines_after == lines, **common}),
                   flush=True)
     finally:

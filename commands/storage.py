@@ -13,7 +13,15 @@ from typing import Any
 import typer
 
 from cutcheck.commands.common import app, out, table, user_errors, write_json
-from cutcheck.commands.storage_output import labeller, print_rows, progress_lines, relative, sizer
+from cutcheck.commands.storage_output import (
+    labeller,
+    listed_sizes,
+    print_rows,
+    progress_lines,
+    relative,
+    shared_lines,
+    sizer,
+)
 from cutcheck.model.errors import CutcheckError
 
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
@@ -180,7 +188,8 @@ def storage_ls(
         size, label, shown = sizer(listing, _file_size), labeller(listing, name), functools.lru_cache(4096)(_bytes)
         print_rows("shared files", ["file", "size", "referenced by"],
                    ([label(f), shown(sz) if (sz := size(f)) is not None else "missing", users(tuple(keys))]
-                    for f, keys in listing.shared.items()), len(listing.shared))
+                    for f, keys in listing.shared.items()), len(listing.shared),
+                   lambda: shared_lines(listing, label, size, shown, users))
     for c in listing.not_restorable:
         _say(_why_not(c, name, listing, endpoint_url) + ".")
     for u in listing.unreadable:  # the reader's sentence: which version or handle type it does not know
@@ -233,7 +242,7 @@ def storage_orphans(
     names the command that sets it aside (storage quarantine-checkpoint), unless --force."""
     from cutcheck.model.errors import StorageError
     from cutcheck.reference.storage.diagnosis import diagnose
-    from cutcheck.reference.storage.inspection import orphan_reason
+    from cutcheck.reference.storage.guard import orphan_reasons
     from cutcheck.reference.storage.quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
@@ -258,14 +267,16 @@ def storage_orphans(
                            f"{'; …' if len(broken) > 3 else ''}) and run this again, or pass --force.")
     candidates = [*listing.orphans, *(listing.in_progress if force else [])]
     size = sizer(listing, _file_size)
-    sizes = {f: sz for f in candidates if (sz := size(f)) is not None}
-    reasons = {f: orphan_reason(listing, f) for f in listing.orphans}
+    sizes = listed_sizes(listing, listing.orphans, size) | listed_sizes(listing, candidates[len(listing.orphans):], size)
+    reasons = orphan_reasons(listing, listing.orphans)
     reasons |= {f: "of a checkpoint that looked in progress (--force)" for f in listing.in_progress if force}
     batch = quarantine(listing, reasons, min_age=age, dirs=listing.empty_dirs) if delete else None
     shown = [m.original for m in batch.files] if batch else listing.orphans
     _say(("moved to the quarantine" if delete else "orphans") + f" in {listing.uri(listing.root)}"
          + (f", job {jobs[0]}" if len(jobs) == 1 else ""))
-    print_rows("", ["file", "size", "why"], ([name(f), _bytes(sizes.get(f, 0)), reasons[f]] for f in shown), len(shown))
+    label, shown_bytes = labeller(listing, name), functools.lru_cache(4096)(_bytes)
+    print_rows("", ["file", "size", "why"], ([label(f), shown_bytes(sizes.get(f, 0)), reasons[f]] for f in shown),
+               len(shown))
     if listing.too_young:
         now = time.time()
         print_rows(f"too young (modified less than {min_age} ago; never deleted)", ["file", "size", "age"],

@@ -12,7 +12,10 @@ from __future__ import annotations
 import os
 import sys
 import time
-from collections.abc import Callable, Iterable
+from bisect import bisect_left
+from collections.abc import Callable, Iterable, Iterator
+from itertools import islice, repeat
+from operator import eq, itemgetter, lt
 from typing import Any
 
 from cutcheck.commands.common import err, out, table
@@ -43,8 +46,10 @@ def progress_lines(where: str, every: float | None = None) -> Callable[[str, int
     return report
 
 
-def print_rows(title: str, columns: list[str], rows: Iterable[list[Any]], count: int) -> None:
-    """A table of ``count`` rows: rendered when short, else streamed as tab-separated lines."""
+def print_rows(title: str, columns: list[str], rows: Iterable[list[Any]], count: int,
+               lines: Callable[[], Iterable[str]] | None = None) -> None:
+    """A table of ``count`` rows: rendered when short, else streamed as tab-separated lines (``lines()``'s when
+    given: the same rows, already joined)."""
     if count <= RENDERED_ROWS:
         out.print(table(title, columns, [list(r) for r in rows]))
         return
@@ -52,15 +57,67 @@ def print_rows(title: str, columns: list[str], rows: Iterable[list[Any]], count:
               highlight=False, markup=False)
     write = sys.stdout.write
     write("\t".join(columns) + "\n")
-    batch: list[str] = []
-    for r in rows:
-        batch.append("\t".join(map(str, r)))
-        if len(batch) >= _BATCH:
-            write("\n".join(batch) + "\n")
-            batch.clear()
-    if batch:
+    joined = lines() if lines is not None else map("\t".join, (map(str, r) for r in rows))
+    while batch := list(islice(joined, _BATCH)):
         write("\n".join(batch) + "\n")
     sys.stdout.flush()
+
+
+def _runs(listing: Any, files: list[str]) -> Iterator[tuple[int, int, Any]]:
+    """(lo, hi, the sizes of ``files[lo:hi]`` or None) for each run of ``files`` (sorted) in one directory: the sizes
+    found by binary searches mapped in C over the directory's sorted files, None for a run not simply listed."""
+    find = getattr(listing.infos, "files_in", None)
+    at, n = 0, len(files)
+    while at < n:
+        first = files[at]
+        head = first[:first.rfind("/")]
+        hi = bisect_left(files, head + chr(ord("/") + 1), at + 1) if head else at + 1
+        part = files[at:hi]
+        d = find(head) if find is not None else None
+        listed = d.paths if d is not None else []
+        found = list(map(bisect_left, repeat(listed), part))
+        if d is not None and found[-1] < len(listed) and all(map(eq, map(listed.__getitem__, found), part)):
+            yield at, hi, map(d.sizes.__getitem__, found)
+        else:
+            yield at, hi, None
+        at = hi
+
+
+def listed_sizes(listing: Any, files: list[str], size: Callable[[str], int | None]) -> dict[str, int]:
+    """``{f: size(f) for f in files if size(f) is not None}``, a directory's run at a time when ``files`` is sorted."""
+    if not all(map(lt, files, islice(files, 1, None))):
+        return {f: sz for f in files if (sz := size(f)) is not None}
+    out: dict[str, int] = {}
+    for lo, hi, sizes in _runs(listing, files):
+        part = files[lo:hi]
+        if sizes is not None:
+            out.update(zip(part, sizes, strict=True))
+        else:
+            out.update((f, sz) for f in part if (sz := size(f)) is not None)
+    return out
+
+
+def shared_lines(listing: Any, label: Callable[[str], str], size: Callable[[str], int | None],
+                 shown: Callable[[int], str], users: Callable[[tuple[str, ...]], str]) -> Iterator[str]:
+    """``"\t".join([label(f), shown(size(f)) or "missing", users(tuple(keys))])`` for each shared file of ``listing``,
+    in order, a directory's run of files at a time with the per-file steps mapped in C (``_runs``' sizes, the
+    labels cut by one slice, the users' text once per distinct list: files referenced by the same checkpoints
+    share one). A run that is not simply listed goes file by file."""
+    files = list(listing.shared)
+    lists = list(listing.shared.values())
+    texts = {i: users(tuple(keys)) for i, keys in dict(zip(map(id, lists), lists, strict=True)).items()}
+    user_text = list(map(texts.__getitem__, map(id, lists)))
+    del lists
+    cut = getattr(label, "cut", None)  # labeller's: a path under the job directory shows from here
+    for lo, hi, sizes in _runs(listing, files):
+        part = files[lo:hi]
+        shown_sizes: Iterable[str] = map(shown, sizes) if sizes is not None else \
+            [shown(sz) if (sz := size(f)) is not None else "missing" for f in part]
+        if cut is not None and all(map(str.startswith, part, repeat(cut[0]))):
+            labels: Iterable[str] = map(itemgetter(slice(cut[1], None)), part)
+        else:
+            labels = map(label, part)
+        yield from map("\t".join, zip(labels, shown_sizes, islice(user_text, lo, hi), strict=True))
 
 
 def relative(path: str, root: str, uri: Callable[[str], str]) -> str:
@@ -89,4 +146,9 @@ def labeller(listing: Any, name: Callable[[str], str]) -> Callable[[str], str]:
         return name
     head = os.path.join(listing.root, jobs.pop()) + os.sep
     cut = len(head)
-    return lambda path: path[cut:] if path.startswith(head) and path != head else name(path)
+
+    def label(path: str) -> str:
+        return path[cut:] if path.startswith(head) and path != head else name(path)
+
+    label.cut = (head, cut)  # type: ignore[attr-defined]  # for shared_lines: a whole run cut at once
+    return label

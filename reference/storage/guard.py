@@ -183,3 +183,21 @@ def orphan_reason(listing: Any, path: str) -> str:
     if folder == SHARED_DIR:
         return "shared file no checkpoint references"
     return "not part of any checkpoint"
+
+
+def orphan_reasons(listing: Any, paths: Iterable[str]) -> dict[str, str]:
+    """``{p: orphan_reason(listing, p) for p in paths}``, worked out once a directory: the reason depends only on the
+    directory, except for a temporary _metadata."""
+    by_dir: dict[str, str] = {}
+    out: dict[str, str] = {}
+    tmp = "/" + METADATA_TMP
+    for p in paths:
+        if p.endswith(tmp):
+            out[p] = orphan_reason(listing, p)
+            continue
+        parent = p[:p.rfind("/")]
+        reason = by_dir.get(parent)
+        if reason is None:
+            reason = by_dir[parent] = orphan_reason(listing, p)
+        out[p] = reason
+    return out

@@ -81,8 +81,14 @@ from cutcheck.reference.storage.files import (
     remove_marker,
 )
 from cutcheck.reference.storage.filetable import FileTable, join
-from cutcheck.reference.storage.guard import DataScope, empty_checkpoint_dirs, orphan_reason
+from cutcheck.reference.storage.guard import (  # orphan_reason: imported from here too
+    DataScope,
+    empty_checkpoint_dirs,
+    orphan_reason,  # noqa: F401
+    orphan_reasons,
+)
 from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
+from cutcheck.reference.storage.references import Canonical
 from cutcheck.reference.storage.scope import (
     context_metadata,
     inside,
@@ -92,11 +98,11 @@ from cutcheck.reference.storage.scope import (
 )
 from cutcheck.reference.storage.store import LOCAL, FileInfo, Store, open_store
 from cutcheck.reference.storage.traversal import (
-    Canonical,
     Kept,
     Progress,
     Within,
     checkpoint_size,
+    cyclic_gc_paused,
     fresh_json,
     fresh_mtime,
     json_uris,
@@ -278,6 +284,7 @@ def _keep_path(store: Store, keep: str) -> str:
     return store.realpath(path)
 
 
+@cyclic_gc_paused()
 def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
             entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
             now: float | None = None, store: Store | None = None, progress: Progress | None = None) -> CheckpointListing:
@@ -385,7 +392,7 @@ def delete_orphans(listing: CheckpointListing, *, min_age: float = 0.0) -> list[
     (reference.storage.quarantine); return what moved. Nothing is ever removed outright."""
     from cutcheck.reference.storage.quarantine import quarantine
 
-    batch = quarantine(listing, {f: orphan_reason(listing, f) for f in listing.orphans}, min_age=min_age)
+    batch = quarantine(listing, orphan_reasons(listing, listing.orphans), min_age=min_age)
     return [m.original for m in batch.files]
 
 

@@ -11,21 +11,23 @@ shares one list per distinct set of checkpoints. Nothing here prints; long steps
 
 from __future__ import annotations
 
+import gc
 import heapq
 import os
 import re
 from array import array
-from bisect import bisect_left
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from itertools import compress, groupby, repeat
-from operator import contains, itemgetter
+from operator import contains, itemgetter, not_
+from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.reference.storage.files import METADATA, TASKOWNED_DIR
 from cutcheck.reference.storage.filetable import FileTable, dir_files, split
-from cutcheck.reference.storage.meta import SCOPES
+from cutcheck.reference.storage.local_scan import scan_local
 from cutcheck.reference.storage.scope import reroot
-from cutcheck.reference.storage.store import Store, within
+from cutcheck.reference.storage.store import LocalStore, Store, within
 
 if TYPE_CHECKING:
     from cutcheck.reference.storage.inspection import CheckpointInfo
@@ -39,7 +41,7 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
     """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts)."""
     done = len(table)
     tick = (lambda n: progress("listed", done + n, None)) if progress is not None else None
-    scan = getattr(store, "scan", None)
+    scan = scan_local if isinstance(store, LocalStore) else getattr(store, "scan", None)
     if scan is not None:
         for directory, files in scan(root, tick):
             if keep_dir(directory):
@@ -55,6 +57,21 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
     for directory, (paths, sizes, mtimes, etags) in grouped.items():
         if keep_dir(directory):
             table.add(directory, dir_files(directory, paths, sizes, mtimes, etags, full=True))
+
+
+@contextmanager
+def cyclic_gc_paused() -> Iterator[None]:
+    """No cyclic garbage collection while an inspection builds its tables: a full collection visits every
+    element of every list and dictionary alive (the table's millions of paths, the shared files' users), and
+    the allocations of a large inspection start dozens of them; the inspection makes no reference cycles
+    worth collecting. About a second of 12 at 10^6 files (benchmarks/bench_storage_scale.py)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Kept:
@@ -74,87 +91,6 @@ class Kept:
         d, i = found
         d.marks[i] = 1
         return d.paths[i]
-
-
-class Canonical:
-    """A path a ``_metadata`` names -> the internal, canonical path (``store.realpath(store.internal(p))``),
-    resolving each directory once: the last component of a path is never a symbolic link that needs
-    resolving when the file was listed (listings follow none), so only unlisted files are looked at."""
-
-    __slots__ = ("dirs", "store", "table", "unlisted")
-
-    def __init__(self, store: Store, table: FileTable):
-        self.store, self.table = store, table
-        self.dirs: dict[str, str] = {}
-        self.unlisted: set[str] = set()  # files that exist but were not listed (outside the data roots)
-
-    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array[int]]]:
-        """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
-        a file that does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them).
-        Each scope is looked up in sorted order through a Cursor: a step or two a reference, no binary search."""
-        by_scope: dict[str, list[str]] = {}
-        sizes: dict[str, array[int]] = {}
-        for scope in SCOPES:
-            named = [self.one(ref) for ref in files.get(scope, [])]
-            # Readers give each scope sorted and without repeats, and the mapping keeps that order when it changes
-            # nothing (the usual case): then no set and no sort of hundreds of thousands of paths.
-            canon = named if all(a < b for a, b in zip(named, named[1:], strict=False)) else sorted(set(named))
-            paths, found_sizes, links = self._look_up(canon, kept, self.store.is_local)
-            if links:  # rare (Flink writes no links): again, with the links resolved
-                canon = sorted((set(canon) - set(links)) | {os.path.realpath(p) for p in links})
-                paths, found_sizes, _ = self._look_up(canon, kept, False)
-            by_scope[scope], sizes[scope] = paths, found_sizes
-        return by_scope, sizes
-
-    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array[int], list[str]]:
-        """(``canon`` (sorted, no repeats), as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
-        symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
-        may be, and then it resolves further). Marks what it finds listed."""
-        paths: list[str] = []
-        found_sizes = array("q")
-        links: list[str] = []
-        at: dict[str, int] = {}  # per directory, where the walk stands (what a Cursor does, inlined: a million calls)
-        head, d, listed, n, i = None, None, [], 0, 0
-        for path in canon:
-            here = path[:path.rfind("/")] or "/"
-            if here != head:
-                if head is not None:
-                    at[head] = i
-                head, d = here, self.table.files_in(here)
-                listed = d.paths if d is not None else []
-                n, i = len(listed), at.get(here, 0)
-                if i and listed[i - 1] >= path:  # a directory met again out of order: search it afresh
-                    i = 0
-            stop = min(n, i + 8)
-            while i < stop and listed[i] < path:
-                i += 1
-            if i < n and listed[i] < path:
-                i = bisect_left(listed, path, i)
-            if d is not None and i < n and listed[i] == path:
-                d.marks[i] = 1
-                paths.append(listed[i])
-                found_sizes.append(d.sizes[i])
-                i += 1
-                continue
-            if check_links and os.path.islink(path):
-                links.append(path)
-                continue
-            paths.append(kept.extra.setdefault(path, path))
-            size = size_of(self.store, path, self.table)
-            found_sizes.append(-1 if size is None else size)
-            if size is not None:
-                self.unlisted.add(path)
-        return paths, found_sizes, links
-
-    def one(self, ref: str) -> str:
-        """``store.realpath(store.internal(ref))``, but for a symbolic link as the last component (see ``resolve``)."""
-        head, sep, name = ref.rpartition("/")
-        if not sep or not head or name in ("", ".", ".."):
-            return self.store.realpath(self.store.internal(ref))
-        d = self.dirs.get(head)
-        if d is None:
-            d = self.dirs[head] = self.store.realpath(self.store.internal(head))
-        return ref if d == head else d + "/" + name if d != "/" else "/" + name
 
 
 def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array[int]], in_scope: Callable[[str], bool],
@@ -255,7 +191,13 @@ def size_of(store: Store, path: str, table: FileTable) -> int | None:
 
 
 def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
-    if store.is_local:  # looked at again: a file written since it was listed is never called an orphan
+    if isinstance(store, LocalStore):  # looked at again: a file written since it was listed is never called an orphan
+        try:  # LocalStore.stat's answer with one stat, not two (it asks os.path.isfile again)
+            st = os.stat(path)
+        except OSError:
+            return float("inf")
+        return st.st_mtime if S_ISREG(st.st_mode) else float("inf")
+    if store.is_local:
         info = store.stat(path)
         return float("inf") if info is None else info.mtime
     mtime = table.mtime(path)
@@ -270,11 +212,10 @@ def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable,
     for c in sorted(checkpoints, key=lambda c: (c.job, c.id)):
         known = seen.setdefault(c.job, set())
         total = size_of(store, os.path.join(c.path, METADATA), table) or 0
-        for scope, files in c.files.items():
-            for f, size in zip(files, sizes[c.key][scope], strict=True):
-                if f not in known:
-                    known.add(f)
-                    total += max(size, 0)
+        for scope, files in c.files.items():  # each scope's files are distinct (sorted, no repeats): tested in C
+            fresh = map(not_, map(known.__contains__, files))
+            total += sum(map(max, compress(sizes[c.key][scope], fresh), repeat(0)))
+            known.update(files)
         c.new_size = total
 
 

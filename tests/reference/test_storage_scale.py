@@ -22,6 +22,7 @@ from typer.testing import CliRunner
 
 from cutcheck.cli import app
 from cutcheck.commands import storage_output
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage import flink_metadata_format as fmt
 from cutcheck.reference.storage.filetable import FileTable, dir_files
 from cutcheck.reference.storage.flink_metadata import any_referenced_files
@@ -215,7 +216,7 @@ def test_the_same_answers_on_s3(s3: S3) -> None:
 def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     base = tmp_path / "ckpts"
     bench.build_local(str(base), 2000)
-    calls = {"realpath": 0, "stat": 0}
+    calls = {"realpath": 0, "stat": 0, "listing": 0}
     realpath, stat = os.path.realpath, os.stat
 
     def counted_realpath(*a: Any, **k: Any) -> Any:
@@ -223,7 +224,7 @@ def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: py
         return realpath(*a, **k)
 
     def counted_stat(*a: Any, **k: Any) -> Any:
-        calls["stat"] += 1
+        calls["listing" if "dir_fd" in k else "stat"] += 1  # the listing's lstat is relative to its directory
         return stat(*a, **k)
 
     monkeypatch.setattr(os.path, "realpath", counted_realpath)
@@ -231,6 +232,7 @@ def test_no_realpath_and_no_stat_per_listed_file(tmp_path: Path, monkeypatch: py
     listing = inspect(base, any_referenced_files)
     assert len(listing.infos) == 2000 and len(listing.orphans) == 200
     assert calls["realpath"] < 50 and calls["stat"] < 50, calls  # the previous inspection: over 2000 of each
+    assert calls["listing"] in (0, 2000), calls  # one lstat a file, by the listing (0: no fstatat here)
 
 
 def test_progress_reports_listing_and_reading(tmp_path: Path) -> None:
@@ -322,3 +324,198 @@ def _error(data: bytes) -> str:
     except Exception as exc:
         return f"{type(exc).__name__}: {exc}"
     return "read"
+
+
+# ---------------------------------------------------------------------------- the local listing
+def _tree(root: Path) -> None:
+    for rel in ("job/chk-1/_metadata", "job/chk-1/b", "job/chk-1/a", "job/shared/z", "job/shared/y",
+                "job/shared/deep/x", ".cutcheck-quarantine/batch/f", "top"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_bytes(rel.encode())
+    (root / "job/empty").mkdir()
+    (root / "job/shared/link").symlink_to(root / "top")  # a link: neither listed nor followed
+    (root / "job/linked").symlink_to(root / "job/shared", target_is_directory=True)
+
+
+def _flat(scan: Any) -> list[tuple[str, list[str], list[int], list[float]]]:
+    return [(d, f.paths, list(f.sizes), list(f.mtimes)) for d, f in scan]
+
+
+@pytest.mark.parametrize("at", [True, False])
+def test_the_local_listing_lists_what_the_stores_scan_lists(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                             at: bool) -> None:
+    from cutcheck.reference.storage import local_scan
+    from cutcheck.reference.storage.store import LOCAL
+
+    _tree(tmp_path)
+    monkeypatch.setattr(local_scan, "_AT", at)  # with fstatat, and by path where the platform has none
+    seen: list[int] = []
+    new = _flat(local_scan.scan_local(str(tmp_path), seen.append))
+    assert new == _flat(LOCAL.scan(str(tmp_path)))
+    assert sorted(p for _, paths, _, _ in new for p in paths) == sorted(
+        str(tmp_path / r) for r in ("job/chk-1/_metadata", "job/chk-1/a", "job/chk-1/b", "job/shared/y",
+                                    "job/shared/z", "job/shared/deep/x", "top"))
+    assert sum(len(paths) for _, paths, _, _ in new) == 7 and seen[-1] == 7
+    assert _flat(local_scan.scan_local(str(tmp_path / "top"))) == _flat(LOCAL.scan(str(tmp_path / "top")))
+
+
+def test_the_local_listing_leaves_out_a_file_that_vanishes_before_its_stat(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from cutcheck.reference.storage import local_scan
+
+    _tree(tmp_path)
+    stat = os.stat
+
+    def vanishing(path: Any, *a: Any, **k: Any) -> Any:
+        if os.path.basename(str(path)) in ("a", "y", "z"):  # y and z: two in a row, the directory's last
+            raise FileNotFoundError(path)
+        return stat(path, *a, **k)
+
+    monkeypatch.setattr(os, "stat", vanishing)
+    listed = {d: paths for d, paths, _, _ in _flat(local_scan.scan_local(str(tmp_path)))}
+    assert listed[str(tmp_path / "job/chk-1")] == [str(tmp_path / "job/chk-1/_metadata"), str(tmp_path / "job/chk-1/b")]
+    assert str(tmp_path / "job/shared") not in listed  # every file of it vanished
+    assert listed[str(tmp_path / "job/shared/deep")] == [str(tmp_path / "job/shared/deep/x")]
+
+
+# ---------------------------------------------------------------------------- references resolved a run at a time
+def _resolved_one_by_one(table: FileTable, refs: list[str]) -> tuple[list[str], list[int], set[str]]:
+    """What each reference resolves to on its own: (canonical paths sorted, sizes or -1, the listed ones)."""
+    canon = sorted({os.path.realpath(r) for r in refs})
+    sizes = []
+    for p in canon:
+        size = table.size(p)
+        if size is None and os.path.isfile(p):
+            size = os.stat(p).st_size
+        sizes.append(-1 if size is None else size)
+    return canon, sizes, {p for p in canon if p in table}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_references_resolved_a_run_at_a_time_are_those_resolved_one_by_one(tmp_path: Path, seed: int) -> None:
+    from cutcheck.reference.storage.local_scan import scan_local
+    from cutcheck.reference.storage.references import Canonical
+    from cutcheck.reference.storage.store import LOCAL
+    from cutcheck.reference.storage.traversal import Kept
+
+    rng = random.Random(seed)
+    base = tmp_path / "b"
+    dirs = ["s", "s/sub", "s/sub/deep", "s.x", "t", "t/sub"]
+    for d in dirs:
+        (base / d).mkdir(parents=True)
+    (base / "via").symlink_to(base / "s", target_is_directory=True)  # a symlinked directory: resolved
+    (tmp_path / "outside").mkdir()
+    refs = []
+    for d in dirs:
+        for k in range(rng.randrange(0, 6)):
+            f = base / d / f"f{k}{rng.choice('ab')}"
+            if rng.random() < 0.8:
+                f.write_bytes(b"x" * rng.randrange(1, 9))
+            if rng.random() < 0.7:  # referenced (listed, or missing when not written)
+                refs.append(str(f))
+    refs += [str(base / "missing-dir" / "f"), str(base / "via" / "f0a"), str(base / "s" / "nowhere")]
+    (tmp_path / "outside" / "o").write_bytes(b"oo")  # exists but is not listed: unlisted, its size known
+    refs.append(str(tmp_path / "outside" / "o"))
+    if rng.random() < 0.5:
+        (base / "t" / "ln").symlink_to(base / "s" / "sub" / "f0a")  # an unlisted link: resolved further
+        refs.append(str(base / "t" / "ln"))
+    table = FileTable()
+    for d, files in scan_local(str(base)):
+        table.add(d, files)
+    want_paths, want_sizes, want_marked = _resolved_one_by_one(table, refs)
+    for given in (sorted(set(refs)), refs[::-1]):  # as readers give them, and in any order
+        marked_before = {p for _, f in table.directories() for p, m in zip(f.paths, f.marks, strict=True) if m}
+        by_scope, sizes = Canonical(LOCAL, table).resolve({"shared": list(given)}, Kept(table))
+        assert by_scope["shared"] == want_paths and list(sizes["shared"]) == want_sizes
+        marked = {p for _, f in table.directories() for p, m in zip(f.paths, f.marks, strict=True) if m}
+        assert marked == want_marked | marked_before and marked >= want_marked
+        found = table.find(want_paths[0])
+        if found is not None:  # the table's own string, not a copy
+            assert by_scope["shared"][0] is found[0].paths[found[1]]
+
+
+@pytest.mark.parametrize("layout", ["one job", "two jobs and a missing file"])
+def test_the_streamed_shared_table_is_the_row_by_row_one(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         layout: str) -> None:
+    from cutcheck.commands import storage as storage_cmd
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 300)
+    if layout != "one job":
+        shutil.copytree(base / bench.JOB, base / "other-job")  # its _metadata name the first job's files
+        listing = inspect(base, any_referenced_files)
+        os.remove(next(iter(listing.shared)))  # referenced, now missing: its run goes file by file
+    monkeypatch.setattr(storage_output, "RENDERED_ROWS", 5)
+    fast = runner.invoke(app, ["storage", "ls", str(base)])
+    print_rows = storage_output.print_rows
+    monkeypatch.setattr(storage_cmd, "print_rows", lambda *a: print_rows(*a[:4]))  # rows joined one by one
+    slow = runner.invoke(app, ["storage", "ls", str(base)])
+    assert fast.exit_code == slow.exit_code == (0 if layout == "one job" else 1)
+    assert fast.stdout == slow.stdout and fast.stdout.count("\n") > 250
+    assert ("missing" in fast.stdout) == (layout != "one job")
+
+
+def test_an_inspection_restores_the_garbage_collector_as_it_found_it(tmp_path: Path) -> None:
+    import gc
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 50)
+    seen: list[bool] = []
+    inspect(base, any_referenced_files, progress=lambda *a: seen.append(gc.isenabled()))
+    assert seen and not any(seen) and gc.isenabled()  # paused while it ran, back afterwards
+    with pytest.raises(StorageError):
+        inspect(tmp_path / "nowhere", any_referenced_files)
+    assert gc.isenabled()  # after a refusal too
+    gc.disable()
+    try:
+        inspect(base, any_referenced_files)
+        assert not gc.isenabled()  # a caller's own pause is left alone
+    finally:
+        gc.enable()
+
+
+def test_orphan_reasons_worked_out_once_a_directory_are_each_files_own(tmp_path: Path) -> None:
+    from cutcheck.reference.storage.guard import orphan_reason, orphan_reasons
+
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 200)
+    job = base / bench.JOB
+    (job / "chk-9").mkdir()  # no _metadata: never completed
+    strays = [job / "chk-1" / "_metadata.inprogress", job / "chk-1" / "loose", job / "chk-9" / "x",
+              job / "chk-9" / "_metadata.inprogress", job / "shared" / "stray", job / "other"]
+    for s in strays:
+        s.write_bytes(b"s")
+    listing = inspect(base, any_referenced_files)
+    files = sorted({*listing.orphans, *map(str, strays), *list(listing.infos)[:50]})
+    reasons = orphan_reasons(listing, files)
+    assert reasons == {f: orphan_reason(listing, f) for f in files}
+    assert len(set(reasons.values())) >= 5  # every kind of reason met
+
+
+def test_listed_sizes_are_the_sizes_asked_one_by_one(tmp_path: Path) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 300)
+    (base / bench.JOB / "shared" / "big").write_bytes(b"b" * 1000)
+    listing = inspect(base, any_referenced_files)
+    size = storage_output.sizer(listing, lambda li, p: li.store.stat(p).size if li.store.stat(p) else None)
+    files = sorted([*list(listing.infos)[::7], str(base / "gone"), str(base / bench.JOB / "shared" / "gone"),
+                    str(base / bench.JOB / "shared" / "big")])
+    want = {f: sz for f in files if (sz := size(f)) is not None}
+    assert storage_output.listed_sizes(listing, files, size) == want
+    assert storage_output.listed_sizes(listing, files[::-1], size) == want  # unsorted: one by one
+    assert want[str(base / bench.JOB / "shared" / "big")] == 1000 and str(base / "gone") not in want
+
+
+def test_a_fresh_look_at_a_local_file_is_the_stores_stat(tmp_path: Path) -> None:
+    from cutcheck.reference.storage.store import LOCAL
+    from cutcheck.reference.storage.traversal import fresh_mtime
+
+    (tmp_path / "f").write_bytes(b"f")
+    os.utime(tmp_path / "f", (1000.5, 1000.5))
+    (tmp_path / "d").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "f")
+    for name in ("f", "d", "link", "gone"):
+        info = LOCAL.stat(str(tmp_path / name))
+        want = float("inf") if info is None else info.mtime
+        assert fresh_mtime(LOCAL, str(tmp_path / name), FileTable()) == want
+    assert fresh_mtime(LOCAL, str(tmp_path / "f"), FileTable()) == 1000.5
