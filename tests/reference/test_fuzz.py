@@ -26,9 +26,15 @@ from cutcheck.reference.fuzzing.verdicts import (
 )
 
 
+# Seeds, not seconds: a wall-clock budget made this fail on a loaded machine (discard-on-abort, found at
+# seed 130, survived 126 seeds in 60 s at a load of 12). Today every mutant dies by seed 131; the time
+# each takes is a figure of benchmarks/bench_fuzz.py and of `cutcheck verify`, not an assertion here.
+KILL_SEEDS = 400
+
+
 @pytest.mark.parametrize("mutant", sorted(MUTANTS))
 def test_every_mutant_is_killed_within_its_budget(mutant: str) -> None:
-    result = kill(mutant, seconds=60)
+    result = kill(mutant, seconds=float("inf"), max_seeds=KILL_SEEDS)
     assert result.engine_finding is None, result.engine_finding
     assert result.killed, f"{mutant} survived {result.examples} scenarios"
 
