@@ -22,6 +22,7 @@ from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.checks.restore_judgement import judge_restore
 from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
 from cutcheck.reference.core.coverage import Coverage, note_failure
+from cutcheck.reference.core.deadline import current_wall
 from cutcheck.reference.engine_checkpoints import CheckpointEffects
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.recovery.recovery import restore_state
@@ -119,9 +120,11 @@ class Engine(CheckpointEffects):
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
+        wall = current_wall()  # a time-bounded campaign's deadline (reference.core.deadline); or UNBOUNDED
         while not self.finished:
             if self.step >= self.max_steps:
                 raise InvariantViolation("LIVENESS", f"the job did not finish within {self.max_steps} steps")
+            wall.check()
             self.tick()
 
     def tick(self) -> bool:
