@@ -153,3 +153,20 @@ def test_fuzz_prints_and_writes_the_split(tmp_path: Path) -> None:
     split = json.loads(report.read_text())["split"]
     assert split["budget"] == 4 and split["searched"] + split["shrank"] <= 4 + AFTER_WALL
     assert f"budget 4 s: searched {split['searched']:.1f} s, shrank {split['shrank']:.1f} s" in res.output
+
+
+def test_a_seed_campaign_with_a_finding_leaves_the_end_of_its_budget_to_shrinking(tmp_path: Path) -> None:
+    """A seed campaign goes on after its first finding (it writes up to five), but only to SEARCH_SHARE
+    of the budget: the rest shrinks the first one, inside the same wall."""
+    from cutcheck.cli import app
+
+    report = tmp_path / "fuzz.json"
+    res = CliRunner().invoke(app, ["fuzz", "--seeds", "--seconds", "4", "--mutant", "no-output-state", "--json",
+                                   str(report)])
+    assert res.exit_code == 1, res.output
+    written = json.loads(report.read_text())
+    split = written["split"]
+    assert split["searched"] <= campaigns.SEARCH_SHARE * 4 + AFTER_WALL and split["shrank"] > 0, split
+    assert split["searched"] + split["shrank"] <= 4 + AFTER_WALL
+    assert written["limits"]["search_stopped_by"] == "budget" and len(written["verdicts"]) > 1
+    assert f"budget 4 s: searched {split['searched']:.1f} s, shrank {split['shrank']:.1f} s" in res.output
