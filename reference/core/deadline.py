@@ -19,10 +19,11 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 
 # Engine steps (or traced events validated) between two looks at the clock. A step of the fuzz cycle's
-# jobs took 0.09 ms on average and 0.4 ms at worst on the 2-core development machine under load
-# (2026-11-26, seeds 0-35), so a scenario passes the wall by about 25 ms, 100 ms at worst, and one
-# clock read per 256 steps costs nothing measurable.
-CHECK_EVERY = 256
+# jobs took 0.09 ms on average and 0.4 ms at worst on the 2-core development machine (2026-11-26, seeds
+# 0-35); a clock read (about 0.1 us) per 32 such steps costs nothing measurable. Hypothesis campaigns of
+# 3 s on that machine under a load of 15 ended 13-136 ms past the wall with 256 steps between looks,
+# 19-80 ms with 32: the rest is the machine's load, not the interval.
+CHECK_EVERY = 32
 
 
 class BudgetExhausted(BaseException):
