@@ -50,6 +50,7 @@ from cutcheck.model.protocol_rules import (
     ACTIONS,
     BY_EVENT,
     SLOT_EVENTS,
+    ModelMutant,
     can_send_buffer,
     can_task_snapshot,
     do_complete,
@@ -59,28 +60,15 @@ from cutcheck.model.protocol_rules import (
 # The state and the rules live in model.channel_state and model.protocol_rules; their names are
 # re-exported here, where the model's users (model.trace, proofs) import the protocol from.
 __all__ = [
-    "ACTIONS", "AT_D", "BY_EVENT", "INQ", "LOC_NAMES", "MODES", "NONE", "OTHER_MUTANTS", "OUT", "PRIO",
-    "PROTOCOL_MUTANTS", "SLOT_EVENTS", "Action", "ChannelState", "Clause", "Effect", "Guard", "Last", "Ops",
-    "Params", "Protocol", "Slot", "can_send_buffer", "can_task_snapshot", "do_complete", "do_process", "fresh_slot",
+    "ACTIONS", "AT_D", "BY_EVENT", "INQ", "LOC_NAMES", "MODES", "NONE", "OUT", "PRIO",
+    "PROTOCOL_MUTANTS", "SLOT_EVENTS", "Action", "ChannelState", "Clause", "Effect", "Guard", "Last", "ModelMutant",
+    "Ops", "Params", "Protocol", "Slot", "can_send_buffer", "can_task_snapshot", "do_complete", "do_process", "fresh_slot",
     "initial_state", "normalize_mode",
 ]
 
 MODES = values(CheckpointMode)
-# Mutants of DESIGN.md; only the first four change the channel protocol, the others are accepted
-# (the engine passes its scenario's list through) and ignored here.
-PROTOCOL_MUTANTS = (
-    "no-output-state",
-    "process-after-barrier",
-    "partial-input-state",
-    "early-checkpoint-in-recovery",
-)
-OTHER_MUTANTS = (
-    "skip-stateless-reassignment",
-    "no-rescale-filter",
-    "discard-on-abort",
-    "committer-drops-late",
-)
-
+# The catalogue's faults that the model runs too (the other faults live outside one channel's protocol).
+PROTOCOL_MUTANTS = values(ModelMutant)
 
 
 def normalize_mode(mode: str) -> CheckpointMode:
@@ -101,16 +89,18 @@ class Protocol:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "mode", normalize_mode(self.mode))
-        known = PROTOCOL_MUTANTS + OTHER_MUTANTS
-        if self.mutant is not None and self.mutant not in known:
-            raise CutcheckError(f"unknown mutant {self.mutant!r}; known mutants: {', '.join(known)}.")
+        if self.mutant is not None:
+            object.__setattr__(self, "mutant", str(self.mutant))  # ModelMutant.X and its spelling are one mutant
+        if self.mutant is not None and self.mutant not in PROTOCOL_MUTANTS:
+            raise CutcheckError(f"unknown mutant {self.mutant!r} for the channel model; it runs only the "
+                                f"channel protocol's mutants: {', '.join(PROTOCOL_MUTANTS)}.")
 
     def overtaken(self, o: Ops, s: ChannelState, k: Any) -> Any:
         """The output state of a barrier that overtakes the ``k`` oldest queued records."""
-        if self.mutant == "no-output-state":
+        if self.mutant == ModelMutant.NO_OUTPUT_STATE:
             return o.empty()
         ahead = o.take(s.out, k)
-        return o.drop(ahead, s.rec_out) if self.mutant == "early-checkpoint-in-recovery" else ahead
+        return o.drop(ahead, s.rec_out) if self.mutant == ModelMutant.EARLY_CHECKPOINT_IN_RECOVERY else ahead
 
     def action(self, word: str) -> Action:
         """The rule for a word of the trace vocabulary (in this protocol's table)."""

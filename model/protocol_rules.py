@@ -8,6 +8,7 @@ protocol's static configuration (mode, mutant) is plain Python and may be branch
 from __future__ import annotations
 
 from dataclasses import replace
+from enum import StrEnum, unique
 from typing import TYPE_CHECKING
 
 from cutcheck.model.channel_state import (
@@ -29,6 +30,20 @@ from cutcheck.model.channel_state import (
 
 if TYPE_CHECKING:
     from cutcheck.model.protocol import Protocol
+
+
+@unique
+class ModelMutant(StrEnum):
+    """The mutants that change the protocol of one channel, so the model (and its Z3 proofs) runs them too.
+
+    Each is a fault of the engine's catalogue (``reference.faults``), which takes its name from here:
+    the model and the engine share one spelling, and a test checks that both know the same list.
+    """
+
+    NO_OUTPUT_STATE = "no-output-state"
+    PROCESS_AFTER_BARRIER = "process-after-barrier"
+    PARTIAL_INPUT_STATE = "partial-input-state"
+    EARLY_CHECKPOINT_IN_RECOVERY = "early-checkpoint-in-recovery"
 
 
 # ---------------------------------------------------------------------------------------- rules
@@ -79,7 +94,7 @@ def can_process(P: Protocol, o: Ops, s: ChannelState, p: Params) -> list[Clause]
         if P.mode == "at_least_once":
             continue  # barrier tracking never blocks: the control that shows duplicates
         blocked = o.and_(sl.loc == AT_D, o.not_(sl.down))
-        if P.mutant == "process-after-barrier":
+        if P.mutant == ModelMutant.PROCESS_AFTER_BARRIER:
             blocked = o.and_(blocked, o.not_(sl.unal))
         # Aligned: the channel stays blocked until d snapshots; unaligned: the barrier triggers it at once.
         cl.append((f"channel not blocked by barrier {sl.cp} (d has not snapshotted)", o.not_(blocked)))
@@ -182,9 +197,9 @@ def do_snapshot_down(P: Protocol, o: Ops, s: ChannelState, p: Params) -> Channel
     reached = _reached_d(o, sl)
     queued = o.ite(reached, o.take(s.inq, sl.bpos), s.inq)
     recording = o.not_(reached)
-    if P.mutant == "early-checkpoint-in-recovery":
+    if P.mutant == ModelMutant.EARLY_CHECKPOINT_IN_RECOVERY:
         queued = o.drop(queued, s.rec_in)
-    if P.mutant == "partial-input-state" and P.gate != 0:
+    if P.mutant == ModelMutant.PARTIAL_INPUT_STATE and P.gate != 0:
         queued, recording = o.empty(), o.lit(False)
     return _set_slot(s, p.i, replace(sl, down=o.lit(True), pre=s.done, istate=queued, recording=recording))
 

@@ -27,6 +27,7 @@ from cutcheck.model.protocol import (
     SLOT_EVENTS,
     Action,
     ChannelState,
+    ModelMutant,
     Params,
     Protocol,
     Slot,
@@ -330,26 +331,26 @@ def cut_timeout() -> ProofResult:
 @register("cut-unaligned[no-output-state]", expected="counterexample")
 def cut_no_output_state() -> ProofResult:
     """Negative control: the barrier overtakes output buffers without persisting them."""
-    return cut_result("unaligned", "no-output-state")
+    return cut_result("unaligned", ModelMutant.NO_OUTPUT_STATE)
 
 
 @register("cut-unaligned[process-after-barrier]", expected="counterexample")
 def cut_process_after_barrier() -> ProofResult:
     """Negative control: a record behind the priority barrier is applied before d's snapshot."""
-    return cut_result("unaligned", "process-after-barrier")
+    return cut_result("unaligned", ModelMutant.PROCESS_AFTER_BARRIER)
 
 
 @register("cut-unaligned[partial-input-state]", expected="counterexample")
 def cut_partial_input_state() -> ProofResult:
     """Negative control: d captures input state only for its first gate; this channel is on gate 1."""
-    return cut_result("unaligned", "partial-input-state", gate=1)
+    return cut_result("unaligned", ModelMutant.PARTIAL_INPUT_STATE, gate=1)
 
 
 @register("cut-unaligned[early-checkpoint-in-recovery]", expected="counterexample")
 def cut_early_checkpoint_in_recovery() -> ProofResult:
     """Negative control for recovery: after a restore, a checkpoint taken while recovered records
     are still queued leaves them out of its channel state (the search must go through a restore)."""
-    return cut_result("unaligned", "early-checkpoint-in-recovery", depth=12)
+    return cut_result("unaligned", ModelMutant.EARLY_CHECKPOINT_IN_RECOVERY, depth=12)
 
 
 @register("cut[at_least_once]", expected="counterexample")

@@ -31,22 +31,17 @@ from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.execution import ExecutionGraph, SubtaskId
 from cutcheck.model.regions import failover_regions, pipelined_regions
 from cutcheck.reference.batch_config import BatchConfig  # noqa: F401 (the engine's section, read here too)
-from cutcheck.reference.core.seams import seam
 from cutcheck.reference.engine import Engine
-from cutcheck.reference.recovery import region_failover  # noqa: F401 (registers the seam restarts_whole_region)
+from cutcheck.reference.recovery.region_failover import (
+    releases_partition_of_reset_producer,
+    restarts_whole_region,
+)
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter, ResultPartitionID
 from cutcheck.reference.shuffle.service import ShuffleService
 
 END_OF_INPUT_CHECKPOINT = 2**63 - 1  # Flink 1.19 binds end-of-input committables to Long.MAX_VALUE
-
-
-@seam
-def releases_partition_of_reset_producer() -> bool:
-    """A restarted producer's old partition is released at once: the producer writes a new one under
-    a new id, and nothing will ever read or release the old one otherwise (facts §10)."""
-    return True
 
 
 def is_batch(scenario: Any) -> bool:
@@ -257,7 +252,7 @@ class BatchEngine(Engine):
                 regions = failover_regions(self.exec_graph, sid, available, self.regions)
                 collected |= {self.region_index[next(iter(r))] for r in regions}
         restart = sorted(r for r in collected if self.region_state[r] != "created")
-        if not self.rules.restarts_whole_region():
+        if not self.rules[restarts_whole_region]():
             self._restart_tasks_only(target, failed, sorted(collected))
             return
         doomed = [sid for r in restart for sid in sorted(self.regions[r])]
@@ -289,7 +284,7 @@ class BatchEngine(Engine):
             for p in task.partitions:
                 d = self.shuffle.descriptors[(sid, p.edge)]
                 self.shuffle.environment(d.exchange, worker).release_partitions_locally([d.partition_id])
-                if self.rules.releases_partition_of_reset_producer():
+                if self.rules[releases_partition_of_reset_producer]():
                     self.shuffle.master(d.exchange).release_partition_externally(d)  # re-produced under a new id
         self.writers = [w for w in self.writers if w.partition.subpartitions[0].task.sid not in gone]
         self.readers = [r for r in self.readers if r.channel.task.sid not in gone]

@@ -15,6 +15,7 @@ from cutcheck.model.errors import InvariantViolation, RestoreRefused
 from cutcheck.model.execution import ExecutionGraph
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checkpointing.arrival import deliver_head
+from cutcheck.reference.checkpointing.barriers import edge_carries_unaligned_barriers, trigger_reaches_task
 from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
 from cutcheck.reference.checks.invariants import check_key_group_ranges, order_checked_edges
@@ -99,7 +100,7 @@ class Engine(CheckpointEffects):
         if new_parallelism:
             self.parallelism.update(new_parallelism)
         self.exec_graph = ExecutionGraph(self.graph, self.parallelism)
-        self.edge_unaligned = {e.key: self.rules.edge_carries_unaligned_barriers(self.graph, e.key) for e in self.graph.edges}
+        self.edge_unaligned = {e.key: self.rules[edge_carries_unaligned_barriers](self.graph, e.key) for e in self.graph.edges}
         self.tasks, self.subpartitions = build_runtime(self)
         check_key_group_ranges(self)  # OWNERSHIP of the ranges themselves
         if restored is not None:
@@ -120,11 +121,10 @@ class Engine(CheckpointEffects):
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> None:
-        wall = current_wall()  # a time-bounded campaign's deadline (reference.core.deadline); or UNBOUNDED
         while not self.finished:
             if self.step >= self.max_steps:
                 raise InvariantViolation("LIVENESS", f"the job did not finish within {self.max_steps} steps")
-            wall.check()
+            current_wall().check()  # a time-bounded campaign's deadline (reference.core.deadline)
             self.tick()
 
     def tick(self) -> bool:
@@ -278,7 +278,7 @@ class Engine(CheckpointEffects):
         b = t.direct_triggers.pop(0)
         if b.cp not in self.coordinator.pending or b.cp <= t.last_cp:
             return  # aborted, or this task already took the snapshot (a barrier got here first)
-        if not self.rules.trigger_reaches_task(t):
+        if not self.rules[trigger_reaches_task](t):
             return
         unaligned = t.vertex.kind != "source" and not t.finished and self._snapshots_unaligned(t, b)
         snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)

@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.errors import ScenarioError, StorageError
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.kinds import RestoreMode
-from cutcheck.reference.core.seams import seam
 from cutcheck.reference.faults.catalogue import Mutants
 from cutcheck.reference.runtime.records import COUNT, COUNTER, KEY, RID, filter_keeps
 from cutcheck.reference.storage.config import RESTORE_MODES, ResubmitFrom, StorageConfig, restore_section
@@ -28,6 +27,7 @@ from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage, load_restore_target
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 from cutcheck.reference.storage.meta import referenced_files
+from cutcheck.reference.storage.rules import first_checkpoint_id_after_restore
 
 if TYPE_CHECKING:
     from cutcheck.reference.engine import Engine
@@ -70,13 +70,6 @@ def resubmit_target(storage: FsCheckpointStorage, source: ResubmitFrom, savepoin
     return best[1]
 
 
-@seam
-def first_checkpoint_id_after_restore(restored: int) -> int:
-    """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
-    restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
-    return restored + 1
-
-
 def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
     """Prepare a fresh engine to restore ``done`` (the engine then builds its tasks from it)."""
     graph = engine.graph
@@ -85,7 +78,7 @@ def start_from(engine: Engine, done: CompletedCheckpoint) -> None:
     if unknown:
         raise StorageError(f"checkpoint {done.cp} holds state of vertex(es) {', '.join(unknown)}, which the scenario's "
                            f"graph does not have; restore it with the graph it was taken with.")
-    engine.coordinator.next_id = engine.rules.first_checkpoint_id_after_restore(done.cp)
+    engine.coordinator.next_id = engine.rules[first_checkpoint_id_after_restore](done.cp)
     engine.coordinator._last_completed = done.cp  # the committers re-commit N's transactions on restore
     engine.attempt = done.attempt + 1
     for sid, snap in done.tasks.items():

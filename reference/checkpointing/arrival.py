@@ -44,14 +44,14 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
             ch.priority.append(head)
             ch.task.pending_priority += 1
             ch.barrier_arrived, ch.barrier_cut = head.cp, head.cut
-            engine.rules.stop_persisting_at(ch, head.cp)
+            engine.rules[stop_persisting_at](ch, head.cp)
             if sp.trace is not None:
                 sp.trace.append(("priority_arrival", head.cp))
         else:
             ch.queue.append(head)
             if head.options != "at_least_once":
                 sp.blocked = True  # aligned barriers "block upstream" until the consumer resumes
-            engine.rules.stop_persisting_at(ch, head.cp)
+            engine.rules[stop_persisting_at](ch, head.cp)
             if sp.trace is not None:
                 sp.trace.append(("transmit_barrier", head.cp))
             if head.options == "timeoutable":

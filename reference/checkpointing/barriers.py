@@ -21,6 +21,7 @@ from cutcheck.model.graph import JobGraph
 from cutcheck.reference.core.coverage import observe_handler_states
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import Barrier, InputChannel
+from cutcheck.reference.runtime.tasks import end_of_partition_counts_as_barrier
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
@@ -43,8 +44,10 @@ def barrier_options_on_edge(options: str, uc_capable: bool) -> str:
 
 
 @seam
-def end_of_partition_counts_as_barrier() -> bool:
-    """A channel's end of partition stands in for its barrier during alignment (FLIP-147, FLINK-21086)."""
+def trigger_reaches_task(task: Task) -> bool:
+    """A checkpoint trigger sent to a task is never silently lost: a task that finished its input in
+    between still snapshots (its final state, FLIP-147), as Flink's task either runs the trigger or
+    declines it so that the coordinator aborts the checkpoint (FLINK-23741)."""
     return True
 
 
@@ -115,7 +118,7 @@ class CollectingBarriers(HandlerState):
         return self
 
     def end_of_partition(self, task: Task, ch: InputChannel) -> HandlerState:
-        if task.engine.rules.end_of_partition_counts_as_barrier():
+        if task.engine.rules[end_of_partition_counts_as_barrier](ch):
             self.received.add(ch.index_in_task)
         return self._complete(task) if task.all_received(self.received) else self
 

@@ -114,7 +114,7 @@ class Coordinator:
 
     def checkpoint_options(self, kind: str) -> str:
         ck = self.engine.scenario.checkpoint
-        return self.engine.rules.checkpoint_options_for(kind, ck.mode, ck.timeout)
+        return self.engine.rules[checkpoint_options_for](kind, ck.mode, ck.timeout)
 
     def can_trigger(self) -> bool:
         ck = self.engine.scenario.checkpoint
@@ -123,7 +123,7 @@ class Coordinator:
     def trigger(self, kind: str = "checkpoint") -> int:
         cp = self.next_id
         self.next_id += 1
-        expected = self.engine.rules.tasks_to_wait_for(self.engine.tasks.values())
+        expected = self.engine.rules[tasks_to_wait_for](self.engine.tasks.values())
         self.pending[cp] = PendingCheckpoint(cp, kind, self.checkpoint_options(kind), self.engine.step, expected)
         return cp
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.reference.checkpointing.barriers import barrier_options_on_edge
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
@@ -52,14 +53,6 @@ def persisted_output(state: list[Buf]) -> list[Buf]:
 
 
 @seam
-def trigger_reaches_task(task: Task) -> bool:
-    """A checkpoint trigger sent to a task is never silently lost: a task that finished its input in
-    between still snapshots (its final state, FLIP-147), as Flink's task either runs the trigger or
-    declines it so that the coordinator aborts the checkpoint (FLINK-23741)."""
-    return True
-
-
-@seam
 def starts_persisting(ch: InputChannel) -> bool:
     """An unaligned snapshot starts persisting every input channel whose barrier has not come yet, a
     channel still replaying recovered state included: the buffers that reach it after its recovery and
@@ -67,18 +60,11 @@ def starts_persisting(ch: InputChannel) -> bool:
     return True
 
 
-@seam
-def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
-    """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
-    that checkpoint: the snapshot captured what was left of the recovered data when it was taken
-    (``capture_input``); only buffers arriving over the network are persisted as they come."""
-
-
 def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
     """Unconsumed recovered data, then queued data buffers before the barrier (facts §3.4)."""
     captured: list[Buf] = []
     pos = ch.head_pos
-    if task.engine.rules.captures_recovered_data():
+    if task.engine.rules[captures_recovered_data]():
         for buf in ch.recovered:
             piece = _slice_from(buf, pos, cut)
             pos = 0
@@ -101,7 +87,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     cp = b.cp
     task.last_cp = max(task.last_cp, cp)
     if unaligned and first is not None:
-        engine.rules.drain_before_unaligned_snapshot(task, first)
+        engine.rules[drain_before_unaligned_snapshot](task, first)
     snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)
     # Alignment: the steps this task spent between its first barrier and its snapshot.
     first_step = task.first_barrier.pop(cp, engine.step)
@@ -115,7 +101,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
         snap.processed[key] = ch.processed
         if not unaligned:
             continue
-        if not engine.rules.captures_input_channel(ch):
+        if not engine.rules[captures_input_channel](ch):
             continue
         if direct:
             # Triggered directly (every producer finished and sent all it had): no barrier will come,
@@ -124,7 +110,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             continue
         known = ch.barrier_arrived == cp
         snap.input_state[key] = capture_input(task, ch, ch.barrier_cut if known else None)
-        if not known and not ch.ended and not ch.eop_arrived and engine.rules.starts_persisting(ch):
+        if not known and not ch.ended and not ch.eop_arrived and engine.rules[starts_persisting](ch):
             ch.persisting = cp  # until this channel's barrier arrives (or its end of partition)
     task.snapshots[cp] = snap
     pre_barrier = getattr(task.op, "pre_barrier", None)
@@ -144,7 +130,7 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
                 # the cut and there is no output state.
                 snap.output_state[key] = []
                 continue
-            opts = engine.rules.barrier_options_on_edge(options, uc_capable)
+            opts = engine.rules[barrier_options_on_edge](options, uc_capable)
             priority = opts == "unaligned" or (opts == "timeoutable" and engine.timed_out(cp))
             if task.finished and not priority:
                 # Finished, its data and end of partition still queued: in order, the end of
@@ -156,9 +142,9 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
             barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)
             if priority:
                 state = [Buf(list(x.recs), x.seq0, x.origin) for x in sp.queue if isinstance(x, Buf)]
-                if not engine.rules.captures_recovered_data():
+                if not engine.rules[captures_recovered_data]():
                     state = [x for x in state if x.seq0 >= sp.recovered_end]
-                snap.output_state[key] = engine.rules.persisted_output(state)
+                snap.output_state[key] = engine.rules[persisted_output](state)
                 barrier.cut = sp.transmitted
                 at = 0
                 while at < len(sp.queue) and isinstance(sp.queue[at], Barrier) and sp.queue[at].priority:
@@ -199,7 +185,7 @@ def convert_timed_out_barrier(task: Task, cp: int) -> None:
                     if snap is not None:
                         key = (p.edge, task.sid.index, sp.consumer)
                         state = [Buf(list(x.recs), x.seq0, x.origin) for x in ahead]
-                        snap.output_state[key] = task.engine.rules.persisted_output(state)
+                        snap.output_state[key] = task.engine.rules[persisted_output](state)
                         snap.outputs_pending -= 1
                     if sp.trace is not None:
                         sp.trace.append(("timeout_switch", cp))

@@ -2,58 +2,59 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from cutcheck.model.partitioning import is_broadcast, is_pointwise, supports_unaligned
-from cutcheck.reference.core.seams import Fault, Layer
+from cutcheck.model.protocol import ModelMutant
+from cutcheck.reference.checkpointing.arrival import stop_persisting_at
+from cutcheck.reference.checkpointing.barriers import (
+    barrier_options_on_edge,
+    edge_carries_unaligned_barriers,
+    trigger_reaches_task,
+)
+from cutcheck.reference.checkpointing.snapshots import (
+    captures_input_channel,
+    drain_before_unaligned_snapshot,
+    persisted_output,
+)
+from cutcheck.reference.core.seams import AnyFault, Fault, Layer
 from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.tasks import end_of_partition_counts_as_barrier
+
+if TYPE_CHECKING:
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.reference.runtime.network import InputChannel
+    from cutcheck.reference.runtime.tasks import Task
 
 
-class NoOutputState(Fault):
+def _no_output_state(correct: Callable[[list[Buf]], list[Buf]], state: list[Buf]) -> list[Buf]:
     """The unaligned barrier overtakes output buffers without persisting them."""
-
-    name, seam, layer = "no-output-state", "persisted_output", Layer.BARRIERS
-
-    def rule(self, correct: Any, state: list[Any]) -> list[Any]:
-        return []
+    return []
 
 
-class ProcessAfterBarrier(Fault):
+def _process_after_barrier(correct: Callable[[Task, InputChannel], None], task: Task, first: InputChannel) -> None:
     """Post-barrier records are applied before the unaligned snapshot."""
-
-    name, seam, layer = "process-after-barrier", "drain_before_unaligned_snapshot", Layer.BARRIERS
-
-    def rule(self, correct: Any, task: Any, first: Any) -> None:
-        # Drain the channel that delivered the barrier, post-barrier data included, first.
-
-        while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
-            task.process(first)
+    # Drain the channel that delivered the barrier, post-barrier data included, first.
+    while first.queue and isinstance(first.queue[0], Buf) and task.output_available():
+        task.process(first)
 
 
-class PartialInputState(Fault):
+def _partial_input_state(correct: Callable[[InputChannel], bool], ch: InputChannel) -> bool:
     """Input state is captured for the first gate's channels only (``hasInflightData`` checked one gate)."""
-
-    name, seam, layer, key = "partial-input-state", "captures_input_channel", Layer.BARRIERS, "FLINK-18139"
-
-    def rule(self, correct: Any, ch: Any) -> bool:
-        return ch.gate.index == 0
+    return bool(ch.gate.index == 0)
 
 
-class EndOfPartitionNotCounted(Fault):
+def _eop_not_counted(correct: Callable[[InputChannel], bool], ch: InputChannel) -> bool:
     """An aligning task does not count a finished channel's end of partition as that channel's barrier.
 
     FLINK-21086 (FLIP-147): before alignment supported finished input channels, a task whose input had
     ended waited for a barrier that would never come on that channel.
     """
-
-    name, seam, layer, key = ("eop-not-counted-in-alignment", "end_of_partition_counts_as_barrier", Layer.BARRIERS,
-                              "FLINK-21086")
-
-    def rule(self, correct: Any) -> bool:
-        return False
+    return False
 
 
-class ObsoleteBarrierEndsPersisting(Fault):
+def _obsolete_barrier_ends_persisting(correct: Callable[[InputChannel, int], None], ch: InputChannel, cp: int) -> None:
     """A stale barrier of an older, aborted checkpoint ends the persisting of a newer unaligned checkpoint.
 
     FLINK-21104 (with FLINK-20654): ``RemoteInputChannel`` decided which buffers to spill from an obsoleted
@@ -65,73 +66,66 @@ class ObsoleteBarrierEndsPersisting(Fault):
     same channel) comes up in about one of 500 seeds even of an expiry-focused campaign, so the
     campaigns do not find it within the mutation check's 60 s.
     """
-
-    name, seam, layer, key = ("obsolete-barrier-ends-persisting", "stop_persisting_at", Layer.BARRIERS, "FLINK-21104")
-    test_only = True
-
-    def rule(self, correct: Any, ch: Any, cp: int) -> None:
-        ch.persisting = None
+    ch.persisting = None
 
 
-
-class BroadcastEdgeUnaligned(Fault):
+def _broadcast_edge_unaligned(correct: Callable[[JobGraph, int], bool], job: JobGraph, edge: int) -> bool:
     """Broadcast edges carry unaligned barriers, so a checkpoint holds broadcast data in flight.
 
     FLINK-22815 (with FLINK-22686): unaligned checkpoints were not disabled for broadcast partitioning;
     their channel state cannot follow a change of parallelism, and restoring such a checkpoint rescaled
     failed.
     """
-
-    name, seam, layer, key = ("broadcast-edge-unaligned", "edge_carries_unaligned_barriers", Layer.BARRIERS,
-                              "FLINK-22815")
-
-    def rule(self, correct: Any, job: Any, edge: int) -> bool:
-
-        return all(supports_unaligned(e.partitioner) or is_broadcast(e.partitioner)
-                   for e in job.in_edges(job.edge(edge).target))
+    return all(supports_unaligned(e.partitioner) or is_broadcast(e.partitioner)
+               for e in job.in_edges(job.edge(edge).target))
 
 
-class PointwiseEdgeUnaligned(Fault):
+def _pointwise_edge_unaligned(correct: Callable[[JobGraph, int], bool], job: JobGraph, edge: int) -> bool:
     """Pointwise (forward, rescale) edges carry unaligned barriers, so a checkpoint holds their data in flight.
 
     FLINK-21945: pointwise connections were checkpointed unaligned although their in-flight data cannot
     be redistributed when the parallelism changes (FLINK-21936); restoring such a checkpoint rescaled
     failed ("Cannot rescale the given pointwise partitioner").
     """
-
-    name, seam, layer, key = ("pointwise-edge-unaligned", "edge_carries_unaligned_barriers", Layer.BARRIERS,
-                              "FLINK-21945")
-
-    def rule(self, correct: Any, job: Any, edge: int) -> bool:
-
-        return all(supports_unaligned(e.partitioner) or is_pointwise(e.partitioner)
-                   for e in job.in_edges(job.edge(edge).target))
+    return all(supports_unaligned(e.partitioner) or is_pointwise(e.partitioner)
+               for e in job.in_edges(job.edge(edge).target))
 
 
-class TimeoutableBypassesForcedAlignment(Fault):
+def _timeoutable_bypasses(correct: Callable[[str, bool], str], options: str, uc_capable: bool) -> str:
     """A timeoutable barrier keeps its options on a forced-aligned edge, so it may time out into an unaligned one.
 
     FLINK-33693: ``RecordWriterOutput.broadcastEvent`` forced a barrier aligned only if it was a priority
     event; an aligned-with-timeout barrier is not one, so on pointwise and broadcast edges it stayed
     timeoutable, overtook data after the timeout, and the checkpoint could not be restored rescaled.
     """
-
-    name, seam, layer, key = ("timeoutable-bypasses-forced-alignment", "barrier_options_on_edge", Layer.BARRIERS,
-                              "FLINK-33693")
-
-    def rule(self, correct: Any, options: str, uc_capable: bool) -> str:
-        return options if options == "timeoutable" else correct(options, uc_capable)
+    return options if options == "timeoutable" else correct(options, uc_capable)
 
 
-class TriggerLostOnFinishedTask(Fault):
+def _trigger_lost_on_finished_task(correct: Callable[[Task], bool], task: Task) -> bool:
     """A trigger that reaches a task after it finished is dropped, so the checkpoint waits for an acknowledgement forever.
 
     FLINK-23741: ``TaskExecutor#triggerCheckpoint`` reported a checkpoint as triggered while the
     ``StreamTask`` had already finished and never ran it; with checkpoints after tasks finished enabled,
     the final checkpoint deadlocked (or timed out after a long time).
     """
+    return not task.finished
 
-    name, seam, layer, key = ("trigger-lost-on-finished-task", "trigger_reaches_task", Layer.BARRIERS, "FLINK-23741")
 
-    def rule(self, correct: Any, task: Any) -> bool:
-        return not task.finished
+FAULTS: tuple[AnyFault, ...] = (
+    Fault(ModelMutant.NO_OUTPUT_STATE, persisted_output, Layer.BARRIERS, _no_output_state),
+    Fault(ModelMutant.PROCESS_AFTER_BARRIER, drain_before_unaligned_snapshot, Layer.BARRIERS, _process_after_barrier),
+    Fault(ModelMutant.PARTIAL_INPUT_STATE, captures_input_channel, Layer.BARRIERS, _partial_input_state,
+          key="FLINK-18139"),
+    Fault("eop-not-counted-in-alignment", end_of_partition_counts_as_barrier, Layer.BARRIERS, _eop_not_counted,
+          key="FLINK-21086"),
+    Fault("obsolete-barrier-ends-persisting", stop_persisting_at, Layer.BARRIERS, _obsolete_barrier_ends_persisting,
+          key="FLINK-21104", test_only=True),
+    Fault("broadcast-edge-unaligned", edge_carries_unaligned_barriers, Layer.BARRIERS, _broadcast_edge_unaligned,
+          key="FLINK-22815"),
+    Fault("pointwise-edge-unaligned", edge_carries_unaligned_barriers, Layer.BARRIERS, _pointwise_edge_unaligned,
+          key="FLINK-21945"),
+    Fault("timeoutable-bypasses-forced-alignment", barrier_options_on_edge, Layer.BARRIERS, _timeoutable_bypasses,
+          key="FLINK-33693"),
+    Fault("trigger-lost-on-finished-task", trigger_reaches_task, Layer.BARRIERS, _trigger_lost_on_finished_task,
+          key="FLINK-23741"),
+)

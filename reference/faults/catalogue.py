@@ -1,8 +1,8 @@
 """The mutant catalogue: every fault, by name (docs/design.md "Mutants").
 
 Each fault is a re-created bug that replaces one rule at one seam (``reference.core.seams``);
-``verify`` must kill every one that is not ``test_only``. The layer modules are imported here so that
-their faults register; the seams themselves register when the engine's rooms are imported.
+``verify`` must kill every one that is not ``test_only``. The catalogue is the list below: a fault
+exists because it is listed here, not because some module was imported.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from cutcheck.model.errors import InvalidArgument
-from cutcheck.reference.core.seams import Fault, Rules, faults, seams
-from cutcheck.reference.faults import (  # noqa: F401 (registers)
+from cutcheck.reference.core.seams import AnyFault, Rules
+from cutcheck.reference.faults import (
     barriers,
     batch,
     keygroups,
@@ -21,10 +21,29 @@ from cutcheck.reference.faults import (  # noqa: F401 (registers)
     sinks,
     storage,
 )
-from cutcheck.reference.recovery import rescale as _rescale  # noqa: F401
-from cutcheck.reference.storage import fs, rules  # noqa: F401
 
-CATALOGUE: dict[str, Fault] = faults()
+FAULTS: tuple[AnyFault, ...] = (
+    *barriers.FAULTS,
+    *batch.FAULTS,
+    *keygroups.FAULTS,
+    *recovery.FAULTS,
+    *rescale.FAULTS,
+    *savepoints.FAULTS,
+    *sinks.FAULTS,
+    *storage.FAULTS,
+)
+
+
+def _by_name(faults: tuple[AnyFault, ...]) -> dict[str, AnyFault]:
+    named: dict[str, AnyFault] = {}
+    for fault in faults:
+        if fault.name in named:
+            raise TypeError(f"two faults are named {fault.name!r}")
+        named[fault.name] = fault
+    return named
+
+
+CATALOGUE: dict[str, AnyFault] = _by_name(FAULTS)
 MUTANTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if not f.test_only}
 TEST_ONLY_FAULTS: dict[str, str] = {n: f.mechanism for n, f in CATALOGUE.items() if f.test_only}
 
@@ -51,16 +70,9 @@ class Mutants:
 
 def catalogue_table() -> list[str]:
     """The catalogue as Markdown rows (docs/design.md section 7 holds them; a test keeps them equal)."""
-    import importlib
-
-    for room in ("engine", "batch", "recovery.rescale", "storage.fs", "storage.rules", "run_storage"):
-        importlib.import_module(f"cutcheck.reference.{room}")  # their import registers the seams
-
-    known = seams()
     rows = ["| mutant | bug | layer | mechanism | seam |", "|---|---|---|---|---|"]
     for name, f in sorted(CATALOGUE.items(), key=lambda kv: (kv[1].test_only, kv[1].layer.value, kv[0])):
-        rule = known.get(f.seam)
-        where = f"`{rule.__module__.removeprefix('cutcheck.')}.{f.seam}`" if rule else f"`{f.seam}` (unregistered)"
         label = f"`{name}`" + (" (tests only)" if f.test_only else "")
-        rows.append(f"| {label} | {f.key or 'generic'} | {f.layer.value} | {f.mechanism} | {where} |")
+        rows.append(f"| {label} | {f.key or 'generic'} | {f.layer.value} | {f.mechanism} | "
+                    f"`{f.seam.where}.{f.seam.name}` |")
     return rows

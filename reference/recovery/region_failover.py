@@ -53,8 +53,15 @@ def restarts_whole_region() -> bool:
     return True
 
 
+@seam
+def releases_partition_of_reset_producer() -> bool:
+    """A restarted producer's old partition is released at once: the producer writes a new one under
+    a new id, and nothing will ever read or release the old one otherwise (facts §10)."""
+    return True
+
+
 def _region_to_restart(engine: RecoveryRun, target: str, failure_index: int | None) -> frozenset[SubtaskId] | None:
-    if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules.restarts_whole_region():
+    if strategy(engine) == "full" or target.startswith("job: ") or not engine.rules[restarts_whole_region]():
         return None
     if any(r.on_failure == failure_index for r in engine.scenario.rescales):
         return None

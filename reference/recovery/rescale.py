@@ -89,7 +89,7 @@ def _sink_states(olds: list[dict[str, Any]], new_p: int, rules: Any) -> list[dic
     # Committer state is list state: the pending committables of the restored checkpoint all belong
     # to completed checkpoints <= its id, and each new subtask commits its share on restore
     # (SinkOperator.recover_and_commit), idempotently, so nothing is lost or committed twice.
-    pending = rules.committables_to_redistribute([s.get("pending", []) for s in olds], new_p)
+    pending = rules[committables_to_redistribute]([s.get("pending", []) for s in olds], new_p)
     # Transaction names hold the subtask and the attempt, so they stay unique at any parallelism;
     # carrying the largest counter keeps it from going backwards.
     next_txn = max((s.get("next_txn", 0) for s in olds), default=0)
@@ -159,7 +159,7 @@ def _virtual_channels(done: CompletedCheckpoint, graph: Any, rules: Any) -> dict
         for side, states in ((0, snap.input_state), (1, snap.output_state)):
             for (edge, u, c), bufs in states.items():
                 if bufs:
-                    edge = rules.channel_state_edge(edge, graph)
+                    edge = rules[channel_state_edge](edge, graph)
                     per_edge.setdefault(edge, {}).setdefault((u, c), ([], []))[side].extend(bufs)
     return per_edge
 
@@ -228,8 +228,8 @@ def _redistribute_edge(engine: RecoveryRun, done: CompletedCheckpoint, edge: Edg
     # function of the record's key and the new parallelism, and it keeps the renumbered channel
     # sequences (and so the CUT checks of later checkpoints) free of records nobody processes.
     selector = None
-    if ambiguous and engine.rules.filters_ambiguous_channel_state():
-        channels = engine.rules.record_filter_channels(co, cn)
+    if engine.rules[filters_ambiguous_channel_state](ambiguous):
+        channels = engine.rules[record_filter_channels](co, cn)
         selector = make_selector(edge.partitioner, channels, max_parallelism=engine.graph.max_parallelism(edge.target))
     merged = False
     for (u, c), (inp, outp) in sorted(vchannels.items()):
@@ -268,10 +268,11 @@ def record_filter_channels(old_consumers: int, new_consumers: int) -> int:
 
 
 @seam
-def filters_ambiguous_channel_state() -> bool:
-    """Channel state whose records may now belong to another subtask is filtered by the new
-    partitioner on rescale (Flink's virtual channels and record filter, facts §2.5)."""
-    return True
+def filters_ambiguous_channel_state(ambiguous: frozenset[int]) -> bool:
+    """Channel state whose records may now belong to another subtask (that of the ``ambiguous`` old
+    subtasks) is filtered by the new partitioner on rescale (Flink's virtual channels and record
+    filter, facts §2.5); an edge without such old subtasks needs no filter."""
+    return bool(ambiguous)
 
 
 @seam
@@ -286,7 +287,7 @@ def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
     per-split order merged (see :func:`_lose_order_after_merge`)."""
     graph = engine.graph
     old, new = done.parallelism, engine.parallelism
-    refuse_if_flink_would(graph, done, new)  # per vertex, as Flink: before any edge is touched
+    engine.rules[refuse_if_flink_would](graph, done, new)  # per vertex, as Flink: before any edge is touched
     stateless = {v.id for v in graph.vertices
                  if all(not done.tasks[SubtaskId(v.id, i)].operator for i in range(old[v.id]))}
     per_edge = _virtual_channels(done, graph, engine.rules)
@@ -295,7 +296,7 @@ def assign_channel_states(engine: RecoveryRun, done: CompletedCheckpoint
     merged: set[str] = set()
     for edge in graph.edges:
         vchannels = per_edge.get(edge.key, {})
-        vchannels = engine.rules.channel_state_to_assign(edge, vchannels, stateless)
+        vchannels = engine.rules[channel_state_to_assign](edge, vchannels, stateless)
         report = EdgeReport(f"#{edge.key} {edge.source} -> {edge.target}", edge.partitioner,
                             (old[edge.source], new[edge.source]), (old[edge.target], new[edge.target]))
         report.input_records = sum(_records(inp) for inp, _ in vchannels.values())

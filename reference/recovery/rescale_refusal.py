@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.model.partitioning import UNSUPPORTED, subtask_state_mapper
 from cutcheck.reference.core.refusal_rule import RefusalRule, current_rule, refusal_rule
+from cutcheck.reference.core.seams import seam
 
 __all__ = ["ChannelStateMap", "RefusalRule", "current_rule", "refusal_rule", "refuse_if_flink_would", "remapped_sides"]
 
@@ -102,6 +103,7 @@ def remapped_sides(graph: JobGraph, state: ChannelStateMap, old: dict[str, int],
     return sides
 
 
+@seam
 def refuse_if_flink_would(graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int]) -> None:
     """Raise ``RestoreRefused`` where Flink 1.19 throws "Cannot rescale the given pointwise partitioner"."""
     state = ChannelStateMap.of(graph, done)

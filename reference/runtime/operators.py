@@ -10,7 +10,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
-from cutcheck.model.keygroups import assign_to_key_group, key_group_range
+from cutcheck.model.keygroups import KeyGroupRange, assign_to_key_group, key_group_range
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.records import (
     COUNT,
@@ -91,6 +91,20 @@ def state_change_key_group(key_group: int, previous_key_group: int) -> int:
     return key_group
 
 
+@seam
+def subtask_key_group_range(max_parallelism: int, parallelism: int, index: int) -> KeyGroupRange:
+    """Subtask ``index`` of ``parallelism`` owns the key groups Flink's ``KeyGroupRangeAssignment``
+    gives it: ranges that meet without overlap and cover all ``max_parallelism`` of them (facts §1)."""
+    return key_group_range(max_parallelism, parallelism, index)
+
+
+@seam
+def broadcast_element_stored(subtask: int, rid: int) -> bool:
+    """Every parallel instance of a broadcast-state operator stores every broadcast element it
+    receives, so all of them hold the same broadcast state (a restore copies one instance's whole, facts §3)."""
+    return True
+
+
 class KeyedOperator(Operator):
     """Keyed state by key group, with the OWNERSHIP and ORDER checks every keyed record passes."""
 
@@ -99,7 +113,7 @@ class KeyedOperator(Operator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.max_parallelism = task.max_parallelism
-        self.range = key_group_range(self.max_parallelism, task.parallelism, task.sid.index)
+        self.range = task.engine.rules[subtask_key_group_range](self.max_parallelism, task.parallelism, task.sid.index)
         self.kg_cache: dict[int, int] = {}
         # key group -> {key: count}
         self.counts: dict[int, dict[int, int]] = {}
@@ -176,7 +190,7 @@ class KeyedCountOperator(KeyedOperator):
     def __init__(self, task: Task):
         super().__init__(task)
         self.counter_index = task.engine.vertex_index[task.sid.vertex]
-        self.file_under = task.engine.rules.state_change_key_group
+        self.file_under = task.engine.rules[state_change_key_group]
         self.previous_kg = -1  # the key group of the record processed before (the stale key context)
         self.misfiled: dict[int, tuple[int, int]] = {}  # key -> (its key group, the one its change was filed under)
 
@@ -234,7 +248,8 @@ class BroadcastStateOperator(KeyedOperator):
 
     def apply(self, rec: tuple, ch: InputChannel) -> None:
         if ch.gate.index == 1:
-            self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
+            if self.task.engine.rules[broadcast_element_stored](self.task.sid.index, rec[RID]):
+                self.broadcast[rec[RID]] = self.broadcast.get(rec[RID], 0) + 1
         elif self.hashed:
             self.check(rec, ch)
         self.task.emit(rec)

@@ -52,10 +52,11 @@ def restored_committables(pending: list[list[Any]], attempt: int) -> list[list[A
 
 
 @seam
-def flushes_committables_at_end_of_input() -> bool:
-    """At end of input the writer pre-commits its open transaction and hands the committable on, bound
-    to the final checkpoint; nothing is left for a snapshot that will never come (facts §11.1)."""
-    return True
+def flushes_committables_at_end_of_input(open_txn: str | None) -> bool:
+    """At end of input the writer pre-commits its open transaction, if it has one, and hands the
+    committable on, bound to the final checkpoint; nothing is left for a snapshot that will never
+    come (facts §11.1)."""
+    return open_txn is not None
 
 
 class TransactionStore:
@@ -106,7 +107,7 @@ class SinkOperator(Operator):
             self._open()
 
     def _open(self) -> None:
-        self.txn = self.task.engine.rules.transaction_name(self.task.sid, self.task.engine.attempt, self.next_txn)
+        self.txn = self.task.engine.rules[transaction_name](self.task.sid, self.task.engine.attempt, self.next_txn)
         self.next_txn += 1
         self.store.open(self.txn)
 
@@ -144,14 +145,14 @@ class SinkOperator(Operator):
             self._open()
 
     def end_of_input(self) -> None:
-        if self.exactly_once and self.txn is not None and self.task.engine.rules.flushes_committables_at_end_of_input():
+        if self.exactly_once and self.task.engine.rules[flushes_committables_at_end_of_input](self.txn):
             self.pending.append([FINAL, self.txn])
             self.txn = None
 
     def notify_complete(self, cp: int) -> None:
         """Commit every pending committable of a checkpoint ≤ cp, in checkpoint order."""
         keep = []
-        due = self.task.engine.rules.committable_due
+        due = self.task.engine.rules[committable_due]
         for entry in self.pending:
             if entry[0] != FINAL and due(entry[0], cp):
                 self._commit(entry[0], entry[1])
@@ -177,12 +178,12 @@ class SinkOperator(Operator):
 
     def restore(self, state: dict[str, Any]) -> None:
         pending = [list(e) for e in state.get("pending", [])]
-        self.pending = self.task.engine.rules.restored_committables(pending, self.task.engine.attempt)
+        self.pending = self.task.engine.rules[restored_committables](pending, self.task.engine.attempt)
         self.next_txn = state.get("next_txn", 0)
 
     def recover_and_commit(self, restored_cp: int) -> None:
         """On restore the committer commits everything up to the restored checkpoint again (facts §7.2)."""
-        self.pending = self.task.engine.rules.committables_to_recommit(self.pending, restored_cp)
+        self.pending = self.task.engine.rules[committables_to_recommit](self.pending, restored_cp)
         self.notify_complete(restored_cp)
 
     def transactions(self) -> set[str]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
@@ -30,6 +31,20 @@ if TYPE_CHECKING:
     from cutcheck.reference.core.doors import BarrierHandler, TaskRun
 
 ChannelKey = tuple[int, int, int]  # (edge, producer index, consumer index)
+
+
+@seam
+def end_of_partition_counts_as_barrier(ch: InputChannel) -> bool:
+    """During alignment a channel whose end of partition the task has consumed counts as one whose
+    barrier has come: nothing more will come on it (FLIP-147, FLINK-21086)."""
+    return ch.ended
+
+
+@seam
+def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
+    """Polling a recovered buffer while its channel persists for an unaligned checkpoint adds nothing to
+    that checkpoint: the snapshot captured what was left of the recovered data when it was taken
+    (``capture_input``); only buffers arriving over the network are persisted as they come."""
 
 
 @dataclass(slots=True)
@@ -219,7 +234,7 @@ class Task:
             if live:
                 ch.gate.release_buffer(ch)
             elif ch.persisting is not None:
-                self.engine.rules.recovered_buffer_polled(self, ch, buf)
+                self.engine.rules[recovered_buffer_polled](self, ch, buf)
         else:
             ch.head_pos = i
 
@@ -298,8 +313,8 @@ class Task:
 
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
-        eop_counts = self.engine.rules.end_of_partition_counts_as_barrier()
-        return all(ch.index_in_task in received or (ch.ended and eop_counts) for ch in self.channels)
+        eop_counts = self.engine.rules[end_of_partition_counts_as_barrier]
+        return all(ch.index_in_task in received or eop_counts(ch) for ch in self.channels)
 
     def block(self, ch: InputChannel) -> None:
         ch.blocked = True

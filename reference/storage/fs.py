@@ -73,8 +73,15 @@ from cutcheck.reference.storage.restore_target import (  # noqa: F401 (load_rest
     storage_root,
 )
 from cutcheck.reference.storage.retention import subsume
-from cutcheck.reference.storage.rules import registry_key  # noqa: F401 (registers the storage seams)
-from cutcheck.reference.storage.shared_registry import SharedStateRegistry
+from cutcheck.reference.storage.rules import (
+    builds_on_restored,
+    exclusive_files_discarded_on_abort,
+    files_discarded_when_subsumed,
+    job_owns_completed,
+    registry_key,
+    shared_files_discarded_on_abort,
+)
+from cutcheck.reference.storage.shared_registry import SharedStateRegistry, registry_may_discard
 
 
 @dataclass(slots=True)
@@ -170,7 +177,8 @@ class FsCheckpointStorage:
                  "shared": [self._stored_path(f, p, "shared") for f in shared]}
         sharing = "self_contained" if savepoint else "no_sharing" if p.no_sharing else "shared"
         self.files.write_metadata(p.path, metadata_bytes(self.job, checkpoint, sharing, tasks, files))
-        self.held.append(Held(p.cp, p.kind, p.path, not savepoint, {"exclusive": list(p.exclusive), "shared": shared}))
+        owned = self.rules[job_owns_completed](savepoint)
+        self.held.append(Held(p.cp, p.kind, p.path, owned, {"exclusive": list(p.exclusive), "shared": shared}))
         if savepoint:
             note(self, "storage", "savepoint")
         if not savepoint:
@@ -187,10 +195,10 @@ class FsCheckpointStorage:
         note(self, "storage", "abort-discard")
         # Exclusive files go at once; shared ones stay registered and go at a later subsumption
         # unless a later checkpoint reuses them ("on JM, shared state is removed on subsumption").
-        for path in self.rules.exclusive_files_discarded_on_abort(list(p.exclusive)):
+        for path in self.rules[exclusive_files_discarded_on_abort](list(p.exclusive)):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
-        for path in self.rules.shared_files_discarded_on_abort(sorted(set(p.shared.values()))):
+        for path in self.rules[shared_files_discarded_on_abort](sorted(set(p.shared.values()))):
             self.files.delete(path)
         self._prune(p.path)
         self._check_ref(f"after checkpoint {cp} was aborted")
@@ -219,7 +227,7 @@ class FsCheckpointStorage:
         for cp in sorted(self.pending):
             self.abort(cp)
         live = {f for h in self.held for f in h.files["shared"]}
-        for path in self.registry.discard_all_except(live, self.rules.registry_may_discard):
+        for path in self.registry.discard_all_except(live, self.rules[registry_may_discard]):
             self.files.delete(path)
         self._check_ref("when the job ended")
         watch = getattr(self, "watch", None)  # reference.checks.storage_invariants, attached by the engine
@@ -278,7 +286,7 @@ class FsCheckpointStorage:
         if p.no_sharing:
             return self._handle(value, p)
         digest = sha256(data)
-        key = self.rules.registry_key(vertex, kg, digest)
+        key = self.rules[registry_key](vertex, kg, digest)
         path = p.shared.get(key) or self.registry.reusable(key) or self._create(p, SHARED_DIR, data)
         p.shared[key] = path
         return {"file": self._stored_path(path, p, "shared"), "scope": "shared", "bytes": len(data), "sha256": digest}
@@ -319,7 +327,7 @@ class FsCheckpointStorage:
     def _discard(self, h: Held) -> None:
         """The metadata first, so a half-discarded checkpoint is never offered for restore."""
         self.files.delete(os.path.join(h.path, METADATA))
-        for path in h.files["exclusive"]:
+        for path in self.rules[files_discarded_when_subsumed](h.files["exclusive"]):
             self.files.delete(path)
             self._prune(os.path.dirname(path))
         self._prune(h.path)
@@ -328,7 +336,7 @@ class FsCheckpointStorage:
         # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
         # so the lowest retained id never passes a file that a pending checkpoint registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
-        for path in self.registry.unregister_unused(min(ids), self.rules.registry_may_discard):
+        for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
             note(self, "storage", "shared-delete")
             self.files.delete(path)
 
@@ -364,10 +372,10 @@ class FsCheckpointStorage:
 
     def _restore(self, done: CompletedCheckpoint, chain: list[Any]) -> None:
         claim = self.restore_mode == "claim"
-        shares = self.rules.builds_on_restored(claim)
+        shares = self.rules[builds_on_restored](claim)
         for r in chain:
             # Unclaimed files are registered under their path: never matched, so never built upon.
-            keys = {path: self.rules.registry_key(v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
+            keys = {path: self.rules[registry_key](v, kg, digest) for (v, kg), (digest, path) in r.kg_files.items()} if shares else {}
             self.registry.register_restored([(keys.get(f, f), f) for f in r.files["shared"]], r.id, claimed=shares)
             self.held.append(Held(r.id, "checkpoint", r.path, claim,
                                   {"exclusive": r.files["exclusive"], "shared": r.files["shared"]}))

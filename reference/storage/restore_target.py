@@ -17,7 +17,6 @@ from cutcheck.reference.storage.meta import (
     load_checkpoint,
     referenced_files,
 )
-from cutcheck.reference.storage.rules import registry_key  # noqa: F401 (registers the storage seams)
 
 
 def storage_root(directory: str, entropy: str | None) -> str:

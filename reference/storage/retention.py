@@ -42,7 +42,7 @@ def subsume(entries: list[E], retained: int, rules: Any) -> list[E]:
     for e in list(entries):
         if len(entries) <= retained:
             break
-        if rules.subsumable(e.kind, e is newest, e is newest_checkpoint):
+        if rules[subsumable](e.kind, e is newest, e is newest_checkpoint):
             entries.remove(e)
             victims.append(e)
     return victims

@@ -1,6 +1,6 @@
 """The rules of checkpoint storage that a fault may replace (reference.core.seams), stated once.
 
-``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules``; the registry's own
+``FsCheckpointStorage`` (reference.storage.fs) applies each through ``self.rules[<seam>]``; the registry's own
 ownership rule lives with the registry (reference.storage.shared_registry.registry_may_discard).
 """
 
@@ -36,3 +36,23 @@ def shared_files_discarded_on_abort(shared: list[str]) -> list[str]:
     """An aborted checkpoint discards none of its shared files at once: they stay registered and go
     at a later subsumption unless a later checkpoint reuses them (facts §5.4)."""
     return []
+
+
+@seam
+def first_checkpoint_id_after_restore(restored: int) -> int:
+    """A job restored from checkpoint N numbers its checkpoints from N + 1 (the checkpoint ID counter
+    restarts from the restored id), so no id of the earlier run is taken again (facts §8.4)."""
+    return restored + 1
+
+
+@seam
+def job_owns_completed(savepoint: bool) -> bool:
+    """A checkpoint the job completes is the job's to discard when subsumed; a savepoint is the user's
+    and is never discarded by the job (facts §8.2)."""
+    return not savepoint
+
+
+@seam
+def files_discarded_when_subsumed(exclusive: list[str]) -> list[str]:
+    """Subsuming a checkpoint the job owns deletes every exclusive file of it, after its metadata (facts §8.2)."""
+    return exclusive

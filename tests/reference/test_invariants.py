@@ -1,8 +1,10 @@
 """The run-time invariants BROADCAST_STATE, ALIGNED_EDGE, NO_ORPHANS, SAVEPOINT_KEPT and RESTORE_JUDGED.
 
 Each one (a) holds on unmutated runs: the example graphs in every mode with failures, savepoints
-and on-disk storage, and generated scenarios (on disk; rescaled); and (b) can fail: a test breaks
-one rule of the engine or the storage (monkeypatched) and the named violation is raised.
+and on-disk storage, and generated scenarios (on disk; rescaled); and (b) can fail: a test switches on
+a catalogue fault (``reference.faults``; most are ``test_only``) that breaks one rule of the engine or
+the storage, and the named violation is raised. One test deletes a file of the user's savepoint at job
+end as something outside the job would; that is no rule of the job, so it stays a patch of ``close``.
 Unmutated runs of tests/fingerprints keep byte-identical logs (tests/test_fingerprints.py), so no
 new check fires there either: a violation would stop the run and log a violation event.
 """
@@ -19,16 +21,13 @@ from hypothesis import strategies as st
 
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.checkpointing.coordinator import Coordinator
 from cutcheck.reference.checks.restore_judgement import flink_refusal
 from cutcheck.reference.engine import Engine
 from cutcheck.reference.fuzzing.campaigns import run_scenario
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
-from cutcheck.reference.runtime.operators import BroadcastStateOperator
 from cutcheck.reference.simulate import RunResult
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import inspect
-from cutcheck.reference.storage.shared_registry import SharedStateRegistry
 from tests.reference.helpers import EXAMPLE_GRAPHS, EXAMPLES, scenario
 
 NEW = {"BROADCAST_STATE", "ALIGNED_EDGE", "NO_ORPHANS", "SAVEPOINT_KEPT", "RESTORE_JUDGED"}
@@ -143,39 +142,25 @@ def test_the_judgement_is_the_model_rule_on_known_restores() -> None:
 
 
 # ------------------------------------------------------------------------------- (b) they can fail
-def test_broadcast_state_catches_a_subtask_that_skips_an_update(monkeypatch: pytest.MonkeyPatch) -> None:
-    apply = BroadcastStateOperator.apply
-
-    def skip_one(self: BroadcastStateOperator, rec: tuple, ch: Any) -> None:
-        if ch.gate.index == 1 and self.task.sid.index == 1 and not getattr(self, "skipped", False):
-            self.skipped = True  # type: ignore[attr-defined]
-            self.task.emit(rec)  # the output is right; only the state misses the element
-            return
-        apply(self, rec, ch)
-
-    monkeypatch.setattr(BroadcastStateOperator, "apply", skip_one)
-    r = simulate(Scenario.from_json(scenario("broadcast-state.json", mode="aligned")))
+def test_broadcast_state_catches_a_subtask_that_skips_an_update() -> None:
+    s = scenario("broadcast-state.json", mode="aligned")
+    assert simulate(Scenario.from_json(s)).ok
+    r = simulate(Scenario.from_json(s | {"mutants": ["subtask-misses-broadcast-state"]}))  # its output stays right
     assert names(r) == ["BROADCAST_STATE"]
 
 
-def test_aligned_edge_catches_channel_state_on_a_broadcast_edge(monkeypatch: pytest.MonkeyPatch) -> None:
-    build = Engine._build
-
-    def every_edge_unaligned(self: Engine, restored: Any, new_parallelism: Any = None) -> None:
-        build(self, restored, new_parallelism)
-        self.edge_unaligned = dict.fromkeys(self.edge_unaligned, True)  # the bug: no edge forced aligned
-
-    monkeypatch.setattr(Engine, "_build", every_edge_unaligned)
-    r = simulate(Scenario.from_json(scenario("broadcast-state.json", mode="unaligned", slow="apply", buffer_bytes=128)))
+def test_aligned_edge_catches_channel_state_on_a_broadcast_edge() -> None:
+    s = scenario("broadcast-state.json", mode="unaligned", slow="apply", buffer_bytes=128)
+    assert simulate(Scenario.from_json(s)).ok
+    r = simulate(Scenario.from_json(s | {"mutants": ["broadcast-edge-unaligned"]}))  # no edge into apply forced aligned
     assert names(r) == ["ALIGNED_EDGE"] and "kept aligned" in r.violations[0]["detail"]
 
 
-def test_aligned_edge_catches_a_savepoint_taken_unaligned(monkeypatch: pytest.MonkeyPatch) -> None:
-    options = Coordinator.checkpoint_options
-    monkeypatch.setattr(Coordinator, "checkpoint_options", lambda self, kind: "unaligned" if kind == "savepoint" else options(self, kind))
+def test_aligned_edge_catches_a_savepoint_taken_unaligned() -> None:
     s = scenario("keyed-pipeline.json", mode="unaligned", slow="count", buffer_bytes=128,
                  savepoints=[{"at_step": 30 * k} for k in range(1, 8)])
-    r = simulate(Scenario.from_json(s))
+    assert simulate(Scenario.from_json(s)).ok
+    r = simulate(Scenario.from_json(s | {"mutants": ["savepoint-as-priority-barrier"]}))
     assert names(r) == ["ALIGNED_EDGE"] and "savepoint" in r.violations[0]["detail"]
 
 
@@ -196,10 +181,8 @@ def test_an_entropy_injected_run_keeps_every_invariant(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize("entropy", [False, True])
-def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, entropy: bool) -> None:
-    monkeypatch.setattr(SharedStateRegistry, "unregister_unused", lambda self, lowest, may_discard=None: [])  # forgets nothing
-    monkeypatch.setattr(SharedStateRegistry, "discard_all_except", lambda self, live, may_discard=None: [])
-    s = on_disk(tmp_path, savepoints=[])
+def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, entropy: bool) -> None:
+    s = on_disk(tmp_path, savepoints=[]) | {"mutants": ["shared-files-never-discarded"]}  # the registry deletes nothing
     given = with_entropy(s, tmp_path) if entropy else tmp_path
     r = simulate(Scenario.from_json(s))
     assert names(r) == ["NO_ORPHANS"]
@@ -208,24 +191,15 @@ def test_no_orphans_catches_shared_files_the_storage_keeps(tmp_path: Path, monke
     assert orphans and all(p in orphans for p in named)  # the inspection calls the same files orphans
 
 
-def test_no_orphans_catches_a_subsumed_checkpoint_left_on_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Stricter than the inspection: a subsumed checkpoint's own _metadata keeps its files there,
-    but the job retains only ``retained`` checkpoints, so the rest is the job's garbage."""
-    monkeypatch.setattr(FsCheckpointStorage, "_discard", lambda self, held: None)
-    r = simulate(Scenario.from_json(on_disk(tmp_path, savepoints=[])))
+def test_no_orphans_catches_a_subsumed_checkpoint_left_on_disk(tmp_path: Path) -> None:
+    """Stricter than the inspection: a subsumed checkpoint's files are no retained checkpoint's, and
+    the job retains only ``retained`` checkpoints, so they are the job's garbage."""
+    r = simulate(Scenario.from_json(on_disk(tmp_path, savepoints=[]) | {"mutants": ["subsumed-checkpoint-left-on-disk"]}))
     assert names(r) == ["NO_ORPHANS"]
 
 
-def test_savepoint_kept_catches_subsumption_deleting_a_savepoint(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    subsume = FsCheckpointStorage._subsume
-
-    def owning_savepoints(self: FsCheckpointStorage, retained: int) -> list[int]:
-        for h in self.held:
-            h.owned = True  # the bug: a savepoint is discarded like a checkpoint of the job
-        return subsume(self, retained)
-
-    monkeypatch.setattr(FsCheckpointStorage, "_subsume", owning_savepoints)
-    r = simulate(Scenario.from_json(on_disk(tmp_path)))
+def test_savepoint_kept_catches_subsumption_deleting_a_savepoint(tmp_path: Path) -> None:
+    r = simulate(Scenario.from_json(on_disk(tmp_path) | {"mutants": ["savepoint-owned-by-the-job"]}))
     assert names(r) == ["SAVEPOINT_KEPT"] and "subsumed" in r.violations[0]["detail"]
 
 
@@ -242,39 +216,26 @@ def test_savepoint_kept_catches_a_savepoint_file_deleted_at_job_end(tmp_path: Pa
     assert names(r) == ["SAVEPOINT_KEPT"] and "when the job ended" in r.violations[0]["detail"]
 
 
-def test_restore_judged_catches_a_restore_flink_refuses_being_accepted(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("cutcheck.reference.recovery.rescale.refuse_if_flink_would", lambda graph, done, new: None)
-    r = simulate(Scenario.from_json(REFUSED))
+def test_restore_judged_catches_a_restore_flink_refuses_being_accepted() -> None:
+    r = simulate(Scenario.from_json(REFUSED | {"mutants": ["restore-never-refused"]}))
     assert names(r) == ["RESTORE_JUDGED"] and "Flink 1.19 refuses it" in r.violations[0]["detail"]
 
 
-def test_restore_judged_catches_a_restore_flink_accepts_being_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    def refuse(graph: Any, done: Any, new: Any) -> None:
-        raise RestoreRefused("restore refused (the bug: every rescale)")
-
-    monkeypatch.setattr("cutcheck.reference.recovery.rescale.refuse_if_flink_would", refuse)
-    r = simulate(Scenario.from_json(keyed_rescale()))
+def test_restore_judged_catches_a_restore_flink_accepts_being_refused() -> None:
+    r = simulate(Scenario.from_json(keyed_rescale() | {"mutants": ["every-rescale-refused"]}))
     assert names(r) == ["RESTORE_JUDGED"] and "Flink 1.19 accepts" in r.violations[0]["detail"]
 
 
-def test_overlapping_key_group_ranges_break_ownership_when_tasks_are_built(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_overlapping_key_group_ranges_break_ownership_when_tasks_are_built() -> None:
     """OWNERSHIP of the ranges: a range that starts at floor(i·maxP/p) instead of the ceiling overlaps
     its neighbour's; nothing routes records there, so only the check of the ranges sees it."""
-    from cutcheck.model.keygroups import KeyGroupRange, key_group_range
-    from cutcheck.reference.runtime import operators
-
-    def floor_start(max_p: int, p: int, i: int) -> KeyGroupRange:
-        r = key_group_range(max_p, p, i)
-        return KeyGroupRange(i * max_p // p, r.end)
-
     sdict = scenario("keyed-pipeline.json", mode="aligned")
     sdict["graph"] = json.loads((EXAMPLES / "keyed-pipeline.json").read_text()) | {"max_parallelism": 128}
     for v in sdict["graph"]["vertices"]:
         if v["kind"] == "keyed_count":
             v["parallelism"] = 3  # 128 / 3 is no integer: ranges meet inside a key group
     assert run_scenario(sdict).ok
-    monkeypatch.setattr(operators, "key_group_range", floor_start)
-    v = run_scenario(sdict)
+    v = run_scenario(sdict | {"mutants": ["key-group-range-starts-at-floor"]})
     assert v.invariant == "OWNERSHIP" and "in the ranges of subtasks" in v.violations[0]["detail"], v.violations
 
 
