@@ -24,6 +24,7 @@ from cutcheck.reference.core.deadline import CHECK_EVERY, BudgetExhausted, walle
 from cutcheck.reference.engine import Engine
 from cutcheck.reference.fuzzing import campaigns
 from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign, seed_campaign
+from cutcheck.reference.fuzzing.kill import kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario
 from cutcheck.reference.fuzzing.verdicts import Verdict, run_scenario, scenario_of_seed
 
@@ -83,6 +84,13 @@ def test_a_seed_campaign_cuts_a_scenario_at_the_wall(endless: None, slack: float
     assert elapsed <= SECONDS + slack, (elapsed, slack)
     assert result.cut_by_wall == 1 and result.verdicts == [] and result.ok
     assert result.limits["search_stopped_by"] == "budget"
+
+
+def test_the_mutation_check_hunt_ends_at_its_budget(endless: None, slack: float) -> None:
+    t = time.monotonic()
+    result = kill("no-output-state", seconds=2.0)
+    assert time.monotonic() - t <= 2.0 + slack
+    assert not result.killed and result.examples == 0
 
 
 @pytest.mark.parametrize("extra", [[], ["--seeds"]])
