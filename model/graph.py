@@ -95,13 +95,20 @@ def check_size(vertices: int, edges: int, where: str) -> None:
                              f"(model.graph.MAX_{name.upper()}); split the job or merge chained operators.")
 
 
+def _vertex_named(vid: object, end: str, kinds: Mapping[str, VertexKind], where: str) -> str:
+    """An edge's ``from``/``to`` end, which must name a declared vertex."""
+    if not isinstance(vid, str) or vid not in kinds:
+        raise GraphError(f"{where}: '{end}' names no vertex ({vid!r}); declare it under 'vertices'.")
+    return vid
+
+
 class JobGraph:
     """A validated job graph. Build it with :meth:`from_json`; it never holds an invalid graph."""
 
     def __init__(self, name: str, vertices: list[Vertex], edges: list[Edge], max_parallelism: int | None = None):
         self.name = name
         self.job_max_parallelism = max_parallelism
-        self.graph = nx.MultiDiGraph(name=name)
+        self.graph: nx.MultiDiGraph[str] = nx.MultiDiGraph(name=name)
         for v in vertices:
             self.graph.add_node(v.id, vertex=v)
         for e in edges:
@@ -174,18 +181,15 @@ class JobGraph:
         return Vertex(**fields)
 
     @staticmethod
-    def _parse_edges(raw_edges: list[Any], kinds: dict[str, str], parallelism: dict[str, int]) -> list[Edge]:
+    def _parse_edges(raw_edges: list[Any], kinds: Mapping[str, VertexKind], parallelism: dict[str, int]) -> list[Edge]:
         edges: list[Edge] = []
         next_gate: dict[str, int] = {}
         for key, raw in enumerate(raw_edges):
             if not isinstance(raw, dict):
                 raise GraphError(f"edge #{key}: must be {_EDGE.shape}.")
-            src, dst = raw.get("from"), raw.get("to")
-            where = f"edge #{key} ({src} -> {dst})"
+            where = f"edge #{key} ({raw.get('from')} -> {raw.get('to')})"
             _EDGE.check_names(raw, where)
-            for end, vid in (("from", src), ("to", dst)):
-                if not isinstance(vid, str) or vid not in kinds:
-                    raise GraphError(f"{where}: '{end}' names no vertex ({vid!r}); declare it under 'vertices'.")
+            src, dst = (_vertex_named(raw.get(end), end, kinds, where) for end in ("from", "to"))
             default_partitioner = "forward" if parallelism[src] == parallelism[dst] else "rebalance"
             partitioner = raw.get("partitioner", default_partitioner)
             if partitioner not in PARTITIONERS:

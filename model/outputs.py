@@ -29,7 +29,7 @@ import stat
 import struct
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from cutcheck.model.errors import CutcheckError
 
@@ -70,7 +70,7 @@ def _cutcheck_wrote_file(path: Path) -> bool:
     return isinstance(data, dict) and data.get("written_by") == WRITTEN_BY
 
 
-def _png_software(fh: Any) -> str | None:
+def _png_software(fh: BinaryIO) -> str | None:
     """The ``Software`` tEXt chunk of a PNG (matplotlib writes it from ``metadata={"Software": ...}``)."""
     while True:
         header = fh.read(8)

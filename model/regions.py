@@ -63,7 +63,7 @@ def pipelined_regions(execution_graph: ExecutionGraph) -> list[Region]:
     position = {st: i for i, st in enumerate(eg.subtasks)}
 
     # Step 1: connected components over must-be-pipelined channels.
-    pipelined = nx.Graph()
+    pipelined: nx.Graph[SubtaskId] = nx.Graph()
     pipelined.add_nodes_from(eg.subtasks)
     pipelined.add_edges_from((c.producer, c.consumer) for c in eg.channels if _is_pipelined(eg, c.edge))
     raw = [frozenset(component) for component in nx.connected_components(pipelined)]
@@ -71,7 +71,7 @@ def pipelined_regions(execution_graph: ExecutionGraph) -> list[Region]:
     raw_index = {st: i for i, region in enumerate(raw) for st in region}
 
     # Step 2: merge cycles of the region graph built from the other (blocking) channels.
-    region_graph = nx.DiGraph()
+    region_graph: nx.DiGraph[int] = nx.DiGraph()
     region_graph.add_nodes_from(range(len(raw)))
     for c in eg.channels:
         if not _is_pipelined(eg, c.edge):
@@ -143,7 +143,8 @@ def job_pipelined_regions(job: JobGraph, parallelism: Mapping[str, int] | None =
     for i, r in enumerate(raw_index):
         raw[r].append(i)
 
-    region_graph = nx.DiGraph()
+    # Nodes are raw region numbers, plus one ("hub", edge key) node per all-to-all blocking edge.
+    region_graph: nx.DiGraph[int | tuple[str, int]] = nx.DiGraph()
     region_graph.add_nodes_from(range(len(raw)))
     for e in blocking:
         if connection_pattern(e.partitioner) == "POINTWISE":

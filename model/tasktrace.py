@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
-from cutcheck.model.protocol import AT_D, INQ, Protocol, can_task_snapshot
+from cutcheck.model.protocol import AT_D, INQ, Protocol, can_task_snapshot, normalize_mode
 from cutcheck.model.trace import PY, ChannelChecker, Rejection, TraceVerdict
 
 _D_SIDE = frozenset({"process", "priority_arrival", "barrier_processed", "snapshot_down"})
@@ -26,10 +26,11 @@ class TaskChecker:
     and d's snapshot step is checked across them (see the module docstring)."""
 
     def __init__(self, mode: str, gates: dict[Any, int] | None = None, mutant: str | None = None) -> None:
-        self.mode, self.mutant = Protocol(mode).mode, mutant
+        self.mode, self.mutant = normalize_mode(mode), mutant
         self.gates = dict(gates or {})
         self.checkers = {ch: ChannelChecker(mode, mutant, g) for ch, g in self.gates.items()}
-        self.index, self.failures, self.stopped = 0, [], False
+        self.index, self.stopped = 0, False
+        self.failures: list[Rejection] = []
         self.open_snapshot: tuple[Any, set[Any]] | None = None  # (cp, channels done) while recording it
         self.snapshotted: set[Any] = set()  # checkpoints whose d-side snapshot step is over
         self.must_snapshot: Any = None  # cp whose unaligned barrier d has seen and not yet acted on

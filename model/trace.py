@@ -35,6 +35,7 @@ from cutcheck.model.protocol import (
     Slot,
     fresh_slot,
     initial_state,
+    normalize_mode,
 )
 from cutcheck.model.pyops import EMPTY, PY, PyOps, Runs
 
@@ -94,7 +95,7 @@ class ChannelChecker:
     """Replays one channel's events through the protocol; feed events in order, then ``verdict()``."""
 
     def __init__(self, mode: str, mutant: str | None = None, gate: int = 0, protocol: Protocol | None = None) -> None:
-        self.protocol = protocol or Protocol(mode, mutant, gate)  # a Protocol with its own rule table wins
+        self.protocol = protocol or Protocol(normalize_mode(mode), mutant, gate)  # a Protocol with its own rule table wins
         self.state: ChannelState = initial_state(PY)
         self.index = 0
         self.completions = 0

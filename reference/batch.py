@@ -37,6 +37,8 @@ from cutcheck.reference.recovery.region_failover import (
     restarts_whole_region,
 )
 from cutcheck.reference.runtime.network import Buf, OutputSubpartition
+from cutcheck.reference.runtime.sinks import SinkOperator
+from cutcheck.reference.runtime.sources import SourceOperator
 from cutcheck.reference.runtime.tasks import Task
 from cutcheck.reference.shuffle.partitions import BlockingReader, BlockingWriter, ResultPartitionID
 from cutcheck.reference.shuffle.service import ShuffleService
@@ -210,11 +212,11 @@ class BatchEngine(Engine):
     def _commit_at_job_end(self) -> None:
         """The committers commit every sink subtask's end-of-input transaction, once, at job end."""
         for t in self.tasks.values():
-            if t.vertex.kind == "sink" and t.op.exactly_once:  # type: ignore[attr-defined]
-                for _, txn in t.op.pending:  # type: ignore[attr-defined]
+            if isinstance(t.op, SinkOperator) and t.op.exactly_once:  # a sink vertex's task runs a SinkOperator
+                for _, txn in t.op.pending:
                     attempt = int(txn.rpartition("-t")[0].rpartition("-a")[2])
                     self.store.commit(txn, str(t.sid), END_OF_INPUT_CHECKPOINT, attempt)
-                t.op.pending = []  # type: ignore[attr-defined]
+                t.op.pending = []
         self.event("commit", "end of job: sink transactions committed")
 
     def inflight_bytes(self) -> int:
@@ -322,8 +324,8 @@ class BatchEngine(Engine):
 
 def _work(task: Task) -> int:
     """Records a task consumed (or, for a source, produced) in its lost attempt."""
-    if task.vertex.kind == "source":
-        return sum(off for _, off in task.op.splits)  # type: ignore[attr-defined]
+    if isinstance(task.op, SourceOperator):  # a source vertex's task runs a SourceOperator
+        return sum(off for _, off in task.op.splits)
     return sum(ch.processed for ch in task.channels)
 
 

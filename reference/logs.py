@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.logschema import DATASETS
 from cutcheck.model.outputs import check_output_dir, mark, replace_dir, staging_dir, write_manifest
-from cutcheck.reference.runtime.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations
+from cutcheck.reference.runtime.records import COUNT, KEY, OFFSET, RID, SPLIT, VALUE, Expectations, Record
 
 BATCH_ROWS = 65_536
 _TYPES = {"int64": pa.int64(), "int32": pa.int32(), "string": pa.string()}
@@ -106,7 +106,7 @@ class RunLogWriter:
     def event(self, step: int, attempt: int, kind: str, detail: str) -> None:
         self.data["events"].add({"step": step, "attempt": attempt, "kind": kind, "detail": detail})
 
-    def output(self, rows: list[tuple], sink: str, txn: str, cp: int, attempt: int, seq: int,
+    def output(self, rows: list[Record], sink: str, txn: str, cp: int, attempt: int, seq: int,
                counter: str | None, lane: str | None) -> None:
         c = self._out_cols
         for rec in rows:

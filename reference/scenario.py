@@ -148,7 +148,7 @@ class Scenario:
             data = read_json(path, ScenarioError, "scenario file")
         top = TOP.read(data, where)
         # In checkpoint, network and schedule any empty value ({}, null, [], false) means "all defaults" (docs/scenarios.md).
-        graph_ref = data.get("graph")
+        graph_ref = _graph_ref(data.get("graph"), where)
         graph = _load_graph(graph_ref, base, where)
         check_budgets(graph, where)
         ck = CHECKPOINT.read(data.get("checkpoint") or None, where)
@@ -182,7 +182,7 @@ class Scenario:
                 raise ScenarioError(f"{where}: unknown mutant {m!r}; known: {', '.join(CATALOGUE)}.")
         seed, max_steps, workers = top["seed"], top["max_steps"], top.get("workers")
         check_targets(graph, failures, rescales, workers, max_steps, "restore" in data, where)
-        extra = {k: data[k] for k in ("debloat", "storage", "restore", "resubmit", "batch", "failover_strategy")
+        extra: dict[str, Any] = {k: data[k] for k in ("debloat", "storage", "restore", "resubmit", "batch", "failover_strategy")
                  if k in data}
 
         DebloatConfig.from_json(extra.get("debloat"), network.buffer_bytes, where)  # validated here, read by the engine
@@ -267,20 +267,25 @@ def _list(data: Mapping[str, Any], name: str, where: str) -> list[Any]:
     return value
 
 
-def _load_graph(ref: Any, base: Path, where: str) -> JobGraph:
+def _graph_ref(ref: object, where: str) -> str | dict[str, Any]:
+    """The scenario's ``graph`` as written: a path or an inline graph object."""
     if ref is None:
         raise ScenarioError(f"{where}: missing 'graph' (a path to a job-graph JSON file, or the graph inline).")
+    if isinstance(ref, str | dict):
+        return ref
+    raise ScenarioError(f"{where}: 'graph' must be a path or an inline job graph object.")
+
+
+def _load_graph(ref: str | dict[str, Any], base: Path, where: str) -> JobGraph:
     try:
         if isinstance(ref, dict):
             return JobGraph.from_json(ref)
-        if isinstance(ref, str):
-            path = Path(ref)
-            if not path.is_absolute() and not path.exists():
-                path = base / ref
-            return JobGraph.from_json(path)
+        path = Path(ref)
+        if not path.is_absolute() and not path.exists():
+            path = base / ref
+        return JobGraph.from_json(path)
     except GraphError as exc:
         raise ScenarioError(f"{where}: graph: {exc}") from None
-    raise ScenarioError(f"{where}: 'graph' must be a path or an inline job graph object.")
 
 
 def _failure(raw: Any, i: int, where: str, graph: JobGraph) -> Failure:

@@ -20,12 +20,13 @@ from cutcheck.model.errors import InvariantViolation, ScenarioError
 from cutcheck.model.outputs import check_output_dir
 from cutcheck.reference.batch import BatchEngine, make_engine
 from cutcheck.reference.checks.oracle import ExactlyOnce
-from cutcheck.reference.checks.tracing import write_traces
+from cutcheck.reference.checks.tracing import ChannelKey, ChannelTrace, write_traces
 from cutcheck.reference.logs import RunLogWriter
 from cutcheck.reference.resubmit import ResubmitPlan
 from cutcheck.reference.run_storage import open_storage
 from cutcheck.reference.runtime.scheduler import Chooser
-from cutcheck.reference.scenario import Scenario, check_budgets
+from cutcheck.reference.scenario import Scenario
+from cutcheck.reference.scenario_limits import check_budgets
 from cutcheck.reference.storage.config import resubmit_section
 
 VERSION = "0.1.0"
@@ -46,7 +47,7 @@ class RunResult:
     restarts: int
     restores: list[dict[str, Any]] = field(default_factory=list)
     replay: str = ""
-    traces: list[dict[tuple[int, int, int], list]] = field(default_factory=list)
+    traces: list[dict[ChannelKey, ChannelTrace]] = field(default_factory=list)
     sections: dict[str, Any] = field(default_factory=dict)  # "debloat", "batch": reports of those subsystems
     complete: bool = True  # False: a violation stopped the run, the output is a prefix
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})

@@ -284,7 +284,7 @@ class _Search:
 class _HypothesisDraw:
     __slots__ = ("data",)
 
-    def __init__(self, data: Any):
+    def __init__(self, data: st.DataObject):
         self.data = data
 
     def integer(self, lo: int, hi: int) -> int:

@@ -265,6 +265,7 @@ def _work(graph: dict[str, Any], network: dict[str, Any], schedule: dict[str, An
     par = {v["id"]: v["parallelism"] for v in graph["vertices"]}
     reach = {v["id"]: v.get("records", 0) for v in graph["vertices"]}
     work = slow_work = 0
+    slowdown: int = schedule.get("slowdown", 1)
     slow = schedule.get("slow")
     for e in graph["edges"]:  # edges are listed producers first
         records = reach[e["from"]] * (par[e["to"]] if e["partitioner"] == "broadcast" else 1)
@@ -273,7 +274,7 @@ def _work(graph: dict[str, Any], network: dict[str, Any], schedule: dict[str, An
         work += buffers
         if slow in (e["from"], e["to"]):
             slow_work += buffers
-    return work + slow_work * schedule.get("slowdown", 1)
+    return work + slow_work * slowdown
 
 
 def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], tolerant: bool) -> int:

@@ -217,8 +217,11 @@ RECOVERY_GAP = 40  # steps: a second failure this soon after the first lands whi
 
 def _close(first: Mapping[str, Any], second: Mapping[str, Any]) -> bool:
     if "at_step" in first and "at_step" in second:
-        return 0 < second["at_step"] - first["at_step"] <= RECOVERY_GAP
+        steps_apart: int = second["at_step"] - first["at_step"]
+        return 0 < steps_apart <= RECOVERY_GAP
     if "after_checkpoint" in first and "after_checkpoint" in second:
-        return (first["after_checkpoint"] == second["after_checkpoint"]
-                and 0 < second.get("delay", 0) - first.get("delay", 0) <= RECOVERY_GAP)
+        if first["after_checkpoint"] != second["after_checkpoint"]:
+            return False
+        delay_apart: int = second.get("delay", 0) - first.get("delay", 0)
+        return 0 < delay_apart <= RECOVERY_GAP
     return False

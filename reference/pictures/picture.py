@@ -287,8 +287,8 @@ def _lanes(run: dict[str, Any], channels: list[_Replay]) -> list[Lane]:
     seen: dict[str, int] = {v.id: v.parallelism for v in job.vertices}
     for ch in channels:  # after a rescale or in a savepoint restore the parallelism may differ
         for label in (ch.src, ch.dst):
-            vid, _, i = label[:-1].rpartition("[")
-            seen[vid] = max(seen[vid], int(i) + 1)
+            vid, _, index = label[:-1].rpartition("[")
+            seen[vid] = max(seen[vid], int(index) + 1)
     lanes, y = [], 0.0
     for vid in job.topological_order():
         for i in range(seen[vid]):

@@ -27,8 +27,8 @@ class DirFiles:
     """The files directly in one directory: parallel sequences, sorted by path."""
 
     paths: list[str]
-    sizes: array  # 'q'
-    mtimes: array  # 'd'
+    sizes: array[int]  # 'q'
+    mtimes: array[float]  # 'd'
     etags: list[str] | None = None
     marks: bytearray = field(default_factory=bytearray)  # one byte a file, zero until marked
 

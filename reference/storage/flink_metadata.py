@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import os
 import re
+from enum import Enum
+from typing import Final
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.flink_metadata_format import (
@@ -104,6 +106,13 @@ __all__ = [
 ]
 
 SCOPES = ("exclusive", "shared", "taskowned")
+class _Unseen(Enum):
+    """A directory whose (as read, scope) is not worked out yet (None is a worked-out answer)."""
+
+    DIRECTORY = 0
+
+
+_UNSEEN: Final = _Unseen.DIRECTORY
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:")
 _AUTHORITY = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^/]*)(/.*)?\Z")  # a URI's scheme://authority, then its path
 OBJECT_SCHEMES = ("s3", "s3a", "s3n", "s3p", "gs", "gcs", "oss", "abfs", "abfss", "wasb", "wasbs", "cos", "obs")
@@ -156,8 +165,8 @@ class _Collector:
             self.inlined += ref.size
             return
         head, _, name = ref.path.rpartition("/")
-        folder = self.folders.get(head, ()) if ref.kind != "relative" and name not in ("", ".", "..") else None
-        if folder == ():
+        folder = self.folders.get(head, _UNSEEN) if ref.kind != "relative" and name not in ("", ".", "..") else None
+        if folder is _UNSEEN:
             folder = self.folders[head] = _folder(head)
         if folder is not None:  # the same answer as below, with the directory's part worked out once
             self.files[folder[1]].append(folder[0] + "/" + name)
@@ -171,8 +180,8 @@ class _Collector:
         folders, files = self.folders, self.files
         for p in paths:
             head, _, name = p.rpartition("/")
-            folder = folders.get(head, ()) if name not in ("", ".", "..") else None
-            if folder == ():
+            folder = folders.get(head, _UNSEEN) if name not in ("", ".", "..") else None
+            if folder is _UNSEEN:
                 folder = folders[head] = _folder(head)
             if folder is None:
                 path = _norm(local_path(p))

@@ -72,6 +72,7 @@ import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from cutcheck.model.errors import StorageError
@@ -211,7 +212,7 @@ def _gather(store: Store, root: str, key: str | None, length: int,
     if store.is_local:
         meta_root, data_roots = entropy_roots(root, key, length)
         for r in data_roots:
-            scan_into(table, store, r, progress, lambda d, r=r: inside(d, r))
+            scan_into(table, store, r, progress, partial(inside, root=r))
         return meta_root, data_roots, table
     if not key or key not in root:
         scan_into(table, store, root, progress)

@@ -4,7 +4,6 @@ relative to, the job directory's name, and the checkpoint (with its predecessors
 from __future__ import annotations
 
 import os
-from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import (
@@ -14,6 +13,7 @@ from cutcheck.reference.storage.files import (
 )
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 from cutcheck.reference.storage.meta import (
+    CheckpointRefs,
     load_checkpoint,
     referenced_files,
 )
@@ -28,7 +28,7 @@ def storage_root(directory: str, entropy: str | None) -> str:
     return os.path.normpath(directory)
 
 
-def default_job(restored: Any, mode: str) -> str:
+def default_job(restored: CheckpointRefs | None, mode: str) -> str:
     """Fresh runs use Flink's fixed application-mode id; a claimed checkpoint's job continues in its
     directory; any other restore is a new job (Flink assigns a new JobID), named from what it restored."""
     if restored is None:
@@ -38,7 +38,7 @@ def default_job(restored: Any, mode: str) -> str:
     return sha256(f"{restored.job}/restored/{restored.kind}/{restored.id}".encode())[:32]
 
 
-def load_restore_target(path: str) -> tuple[CompletedCheckpoint, Any]:
+def load_restore_target(path: str) -> tuple[CompletedCheckpoint, CheckpointRefs]:
     """A chk-N or savepoint directory (or its _metadata file), read whole: a missing file is an error."""
     directory = os.path.dirname(path) if os.path.basename(path.rstrip("/")) == METADATA else path
     directory = os.path.abspath(directory)
@@ -47,10 +47,10 @@ def load_restore_target(path: str) -> tuple[CompletedCheckpoint, Any]:
     return load_checkpoint(directory), referenced_files(directory)
 
 
-def older_checkpoints(refs: Any) -> list[Any]:
+def older_checkpoints(refs: CheckpointRefs) -> list[CheckpointRefs]:
     """The other complete checkpoints of a claimed checkpoint's job directory (they share its files)."""
     job_dir = os.path.dirname(refs.path)
-    found = []
+    found: list[CheckpointRefs] = []
     for name in sorted(os.listdir(job_dir)):
         if not (name.startswith(CHK_PREFIX) and name[len(CHK_PREFIX):].isdigit()):
             continue

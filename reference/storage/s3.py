@@ -173,7 +173,7 @@ class S3Store:
         prefix = key.rstrip("/") + "/" if key else ""
         self._forget(root)
         scan_all = QUARANTINE_DIR in root.split("/")  # only the quarantine's own commands list inside it
-        building: dict[str, tuple[list[str], array, array, list[str]]] = {}
+        building: dict[str, tuple[list[str], array[int], array[float], list[str]]] = {}
         seen = 0
         for page in self._pages(root, prefix):
             for obj in page.get("Contents", []):
@@ -237,13 +237,17 @@ class S3Store:
     def isfile(self, path: str) -> bool:
         return self.stat(path) is not None
 
+    def _listed_in(self, directory: str) -> list[str]:
+        """The paths the listing table holds directly in ``directory`` (none for a directory it does not know)."""
+        files = self._table.files_in(directory)
+        return files.paths if files is not None else []
+
     def _cached_names(self, path: str) -> set[str]:
         """The entries directly under ``path`` that listings and requests know of."""
         head = path.rstrip("/") + "/"
         names = {d[len(head):].split("/", 1)[0] for d in self._table.under(path) if d != path
-                 and (not self._gone or any(p not in self._gone for p in self._table.files_in(d).paths))}
-        here = self._table.files_in(path)
-        names.update(p[len(head):] for p in (here.paths if here else []) if p not in self._gone)
+                 and (not self._gone or any(p not in self._gone for p in self._listed_in(d)))}
+        names.update(p[len(head):] for p in self._listed_in(path) if p not in self._gone)
         names.update(k[len(head):].split("/", 1)[0] for k in self._single if k.startswith(head))
         return names
 

@@ -48,7 +48,10 @@ def scan_into(table: FileTable, store: Store, root: str, progress: Progress | No
     grouped: dict[str, tuple[list[str], list[int], list[float], list[str]]] = {}
     for info in store.files(root):  # a store without a streaming listing: its list, grouped by directory
         g = grouped.setdefault(split(info.path)[0], ([], [], [], []))
-        g[0].append(info.path), g[1].append(info.size), g[2].append(info.mtime), g[3].append(info.etag)
+        g[0].append(info.path)
+        g[1].append(info.size)
+        g[2].append(info.mtime)
+        g[3].append(info.etag)
     for directory, (paths, sizes, mtimes, etags) in grouped.items():
         if keep_dir(directory):
             table.add(directory, dir_files(directory, paths, sizes, mtimes, etags, full=True))
@@ -85,12 +88,12 @@ class Canonical:
         self.dirs: dict[str, str] = {}
         self.unlisted: set[str] = set()  # files that exist but were not listed (outside the data roots)
 
-    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array]]:
+    def resolve(self, files: dict[str, list[str]], kept: Kept) -> tuple[dict[str, list[str]], dict[str, array[int]]]:
         """(the canonical paths by scope, sorted, each the one string ``kept`` holds; their sizes, aligned, -1 for
         a file that does not exist) of what one ``_metadata`` names (``files``: by scope, as the reader gave them).
         Each scope is looked up in sorted order through a Cursor: a step or two a reference, no binary search."""
         by_scope: dict[str, list[str]] = {}
-        sizes: dict[str, array] = {}
+        sizes: dict[str, array[int]] = {}
         for scope in SCOPES:
             named = [self.one(ref) for ref in files.get(scope, [])]
             # Readers give each scope sorted and without repeats, and the mapping keeps that order when it changes
@@ -103,7 +106,7 @@ class Canonical:
             by_scope[scope], sizes[scope] = paths, found_sizes
         return by_scope, sizes
 
-    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array, list[str]]:
+    def _look_up(self, canon: list[str], kept: Kept, check_links: bool) -> tuple[list[str], array[int], list[str]]:
         """(``canon`` (sorted, no repeats), as the strings the table or ``kept`` hold; their sizes, -1 for none; the unlisted
         symbolic links among them, left out when ``check_links``: a listed file is never a link, an unlisted one
         may be, and then it resolves further). Marks what it finds listed."""
@@ -154,7 +157,7 @@ class Canonical:
         return ref if d == head else d + "/" + name if d != "/" else "/" + name
 
 
-def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array], in_scope: Callable[[str], bool],
+def checkpoint_size(by_scope: dict[str, list[str]], sizes: dict[str, array[int]], in_scope: Callable[[str], bool],
                     unlisted: set[str] | None) -> tuple[int, list[str], list[str]]:
     """(the bytes of the files that exist, the files that do not, those outside the scope), each file counted
     once even when two scopes name it. Only ``unlisted`` files (all, when None) can be outside: a listed file lies
@@ -260,7 +263,7 @@ def fresh_mtime(store: Store, path: str, table: FileTable) -> float:
 
 
 def new_sizes(checkpoints: list[CheckpointInfo], store: Store, table: FileTable,
-              sizes: dict[str, dict[str, array]]) -> None:
+              sizes: dict[str, dict[str, array[int]]]) -> None:
     """Each checkpoint's ``new_size``: its _metadata and the files no older checkpoint of its job references
     (``sizes``: by checkpoint key, per scope the sizes aligned with ``files``, -1 for a file that does not exist)."""
     seen: dict[str, set[str]] = {}
