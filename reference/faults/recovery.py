@@ -24,12 +24,7 @@ def _early_checkpoint_in_recovery(correct: Callable[[], bool]) -> bool:
 
 
 def _restart_failed_task_only(correct: Callable[[], bool]) -> bool:
-    """Region failover restarts only the failed task, not its region.
-
-    In the mutation score since the campaigns were measured to find it (benchmarks/bench_fuzz.py,
-    2026-11-26): within 60 s on 5 of 5 campaign seeds by the seed hunt, median 1.7 s, and 4 of 5 by
-    the Hypothesis campaign, as a deadlock (LIVENESS), EXACTLY_ONCE or COMMIT violation.
-    """
+    """Region failover restarts only the failed task, not its region."""
     return False
 
 
