@@ -127,9 +127,11 @@ def fuzz(
     with progress:
         result = fz.hypothesis_campaign(examples=examples, seconds=seconds, mutants=mutants, seed=seed,
                                         progress=lambda n: progress.advance(task, n))
+    _check_judged(result, seconds)
     rows = [[result.examples, result.refused, result.looped, f"{result.seconds:.1f}", "none" if result.ok else "FOUND"]]
     show(f"fuzz: {result.examples} scenarios ran ({result.covered.describe()})",
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
+    out.print(result.describe_split(), markup=False, highlight=False, soft_wrap=True)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
@@ -146,6 +148,13 @@ def fuzz(
         report["counterexample"] = str(paths[0])
     write_json(json_path, report)
     raise typer.Exit(0 if result.ok else 1)
+
+
+def _check_judged(result: Any, seconds: float | None) -> None:
+    """A campaign whose every scenario the wall cut checked nothing: exit 2, saying so."""
+    if result.examples == 0 and seconds is not None:
+        raise CutcheckError(f"--seconds {seconds:g}: no scenario finished within the budget ({result.cut_by_wall} "
+                            "cut by it, unjudged), so nothing was checked; give a larger --seconds.")
 
 
 DEFAULT_EXAMPLES = 100
@@ -172,9 +181,9 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
     if verdicts is None:
         progress, task = progress_bar("fuzzing", examples if examples != UNBOUNDED else None)
         with progress:
-            result = fz.seed_campaign(seed_list, mutants=mutants,
-                                      seconds=None if seconds is None else fz.SEARCH_SHARE * seconds,
-                                      progress=lambda n: progress.advance(task, n))
+            result = fz.seed_campaign(seed_list, mutants=mutants, seconds=seconds, start=start,
+                                      keep_for_shrinking=True, progress=lambda n: progress.advance(task, n))
+        _check_judged(result, seconds)
     else:
         result = fz.CampaignResult()
         for v in verdicts:
@@ -184,17 +193,22 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
          "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
-    report = result.to_json() | {"verdicts": result.verdicts}
     found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]
-    if bad:  # the first finding is shrunk too, within what is left of the budget
+    shrunk = None
+    if bad:  # the first finding is shrunk too, within what is left of the budget (the same wall)
         deadline = start + seconds if seconds is not None else time.monotonic() + fz.SHRINK_SECONDS
+        shrink_start = time.monotonic()
         with err.status(f"shrinking the scenario of seed {bad[0]['seed']} …"):
             shrunk, complete = fz.shrink_seed_finding(bad[0]["seed"], mutants, deadline)
-        if not shrunk.ok and shrunk.invariant == bad[0]["violations"][0]["invariant"]:
-            found[0] = shrunk.scenario
-            report["size"] = fz.size_of(shrunk.scenario)
-            report["limits"]["shrink_stopped_by"] = "done" if complete else "budget"
-        report["seconds"] = time.monotonic() - start
+        result.phases["scenario_shrink"] = time.monotonic() - shrink_start
+        result.limits["shrink_stopped_by"] = "done" if complete else "budget"
+        result.seconds = time.monotonic() - start
+    report = result.to_json() | {"verdicts": result.verdicts}
+    if shrunk is not None and not shrunk.ok and shrunk.invariant == bad[0]["violations"][0]["invariant"]:
+        found[0] = shrunk.scenario
+        report["size"] = fz.size_of(shrunk.scenario)
+    if verdicts is None:
+        out.print(result.describe_split(), markup=False, highlight=False, soft_wrap=True)
     paths = _write_run_dir(out_dir, force, report, found, "cutcheck-fuzz-")
     for v, path in zip(bad[:5], paths, strict=False):
         out.print(f"seed {v['seed']}: {v['violations'][0]['invariant']}: {v['violations'][0]['detail']}",

@@ -23,6 +23,7 @@ from cutcheck.reference.checks.oracle import Oracle
 from cutcheck.reference.checks.run_checks import RunChecks
 from cutcheck.reference.checks.tracing import ChannelTrace, TraceRecorder
 from cutcheck.reference.core.coverage import Coverage
+from cutcheck.reference.core.deadline import current_wall
 from cutcheck.reference.events.coverage import count_coverage
 from cutcheck.reference.events.stream import (
     ChannelKey,
@@ -155,6 +156,7 @@ class Engine:
         while not self.finished:
             if self.step >= self.max_steps:
                 raise InvariantViolation("LIVENESS", f"the job did not finish within {self.max_steps} steps")
+            current_wall().check()  # a time-bounded campaign's deadline (reference.core.deadline)
             self.tick()
 
     def tick(self) -> bool:

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.kinds import CheckpointMode
 from cutcheck.model.trace import ChannelChecker
+from cutcheck.reference.core.deadline import current_wall
 from cutcheck.reference.events.stream import (
     ChannelClosed,
     ChannelStep,
@@ -211,11 +212,13 @@ def validate_traces(traces: list[dict[ChannelKey, ChannelTrace]], cov: Coverage 
     """``checks.tracing.validate_run``, also counting the protocol rule each accepted event fired."""
 
     findings: list[TraceFinding] = []
+    wall = current_wall()  # a time-bounded campaign's deadline (reference.core.deadline); or UNBOUNDED
     for book in traces:
         for key, trace in sorted(book.items()):
             checker = ChannelChecker(trace.mode, mutant, trace.gate)
             mode = checker.protocol.mode
             for event in trace:
+                wall.check()
                 if not checker.feed(event):
                     break
                 if cov is not None:

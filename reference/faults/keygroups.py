@@ -45,8 +45,6 @@ def _subtask_misses_broadcast(correct: Callable[[int, int], bool], subtask: int,
 FAULTS: tuple[AnyFault, ...] = (
     Fault("state-filed-under-stale-key-group", state_change_key_group, Layer.KEYGROUPS, _stale_key_group,
           key="FLINK-26063"),
-    Fault("key-group-range-starts-at-floor", subtask_key_group_range, Layer.KEYGROUPS, _range_starts_at_floor,
-          test_only=True),
-    Fault("subtask-misses-broadcast-state", broadcast_element_stored, Layer.KEYGROUPS, _subtask_misses_broadcast,
-          test_only=True),
+    Fault("key-group-range-starts-at-floor", subtask_key_group_range, Layer.KEYGROUPS, _range_starts_at_floor),
+    Fault("subtask-misses-broadcast-state", broadcast_element_stored, Layer.KEYGROUPS, _subtask_misses_broadcast),
 )

@@ -65,8 +65,7 @@ def _recovering_channel_misses_start(correct: Callable[[InputChannel], bool], ch
 FAULTS: tuple[AnyFault, ...] = (
     Fault(ModelMutant.EARLY_CHECKPOINT_IN_RECOVERY, captures_recovered_data, Layer.RECOVERY,
           _early_checkpoint_in_recovery, key="FLINK-20654"),
-    Fault("restart-failed-task-only", restarts_whole_region, Layer.RECOVERY, _restart_failed_task_only,
-          test_only=True),
+    Fault("restart-failed-task-only", restarts_whole_region, Layer.RECOVERY, _restart_failed_task_only),
     Fault("recovered-buffers-persisted-twice", recovered_buffer_polled, Layer.RECOVERY,
           _recovered_buffers_persisted_twice, key="FLINK-40016"),
     Fault("terminal-counts-as-finished", tasks_to_wait_for, Layer.RECOVERY, _terminal_counts_as_finished,

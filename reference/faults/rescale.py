@@ -97,6 +97,6 @@ FAULTS: tuple[AnyFault, ...] = (
           key="FLINK-35351"),
     Fault("sink-committables-lost-on-rescale", committables_to_redistribute, Layer.RESCALE,
           _committables_lost_on_rescale, key="FLINK-29509"),
-    Fault("restore-never-refused", refuse_if_flink_would, Layer.RESCALE, _restore_never_refused, test_only=True),
-    Fault("every-rescale-refused", refuse_if_flink_would, Layer.RESCALE, _every_rescale_refused, test_only=True),
+    Fault("restore-never-refused", refuse_if_flink_would, Layer.RESCALE, _restore_never_refused),
+    Fault("every-rescale-refused", refuse_if_flink_would, Layer.RESCALE, _every_rescale_refused),
 )

@@ -109,9 +109,8 @@ FAULTS: tuple[AnyFault, ...] = (
           _checkpoint_id_restarts, key="apache/iceberg#18123"),
     Fault("no-claim-first-checkpoint-incremental", builds_on_restored, Layer.STORAGE,
           _no_claim_first_checkpoint_incremental, key="FLINK-25192"),
-    Fault("shared-files-never-discarded", registry_may_discard, Layer.STORAGE, _shared_files_never_discarded,
-          test_only=True),
-    Fault("savepoint-owned-by-the-job", job_owns_completed, Layer.STORAGE, _savepoint_owned_by_the_job, test_only=True),
+    Fault("shared-files-never-discarded", registry_may_discard, Layer.STORAGE, _shared_files_never_discarded),
+    Fault("savepoint-owned-by-the-job", job_owns_completed, Layer.STORAGE, _savepoint_owned_by_the_job),
     Fault("subsumed-checkpoint-left-on-disk", files_discarded_when_subsumed, Layer.STORAGE,
-          _subsumed_checkpoint_left_on_disk, test_only=True),
+          _subsumed_checkpoint_left_on_disk),
 )

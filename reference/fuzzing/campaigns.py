@@ -4,8 +4,13 @@ A Hypothesis campaign draws a scenario through ``reference.fuzzing.generate`` an
 schedule through a recording chooser (how many choices it scripts and their seed are drawn too), so shrinking
 makes graphs smaller, failures fewer and schedules shorter; ``reference.fuzzing.shrink`` then cuts
 the scenario itself (records, choices, vertices). A finding is returned as a replayable scenario
-(its choices written into ``schedule.choices``). ``seconds`` bounds the whole campaign, shrinking
-included: the search may use the first ``SEARCH_SHARE`` of it, shrinking goes on to the end.
+(its choices written into ``schedule.choices``).
+
+``seconds`` is a wall around the whole campaign, shrinking included: the search may use all of it,
+shrinking a finding uses what is left, and every scenario runs inside the wall (``reference.core.deadline``:
+the engine loop looks at the clock every few hundred steps), so no single scenario can overrun it. A
+scenario the wall cuts is unjudged (counted in ``cut_by_wall``, neither ok nor a finding); shrinking
+cut by it keeps the smallest counterexample found so far, which replays as it is.
 
 A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed``) and is what a Spark
 cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
@@ -13,15 +18,9 @@ cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
 
 from __future__ import annotations
 
-import contextlib
 import random
-import shutil
-import signal
-import sys
-import tempfile
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -32,8 +31,15 @@ from hypothesis.errors import Flaky
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
+from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
+from cutcheck.reference.fuzzing.hypothesis_runs import (
+    private_hypothesis_home,
+    scan_constants_now,
+    sticky_interrupts,
+    stop_if_interrupted,
+)
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
 from cutcheck.reference.fuzzing.verdicts import (
@@ -50,7 +56,9 @@ from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_
 __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
            "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
 
-SEARCH_SHARE = 0.8  # of a --seconds budget; the rest is kept for shrinking a finding
+# Of a --seconds budget: a seed campaign that has a finding searches on for more only this far, so
+# that the rest is left for shrinking the first one (a Hypothesis campaign stops at its first finding).
+SEARCH_SHARE = 0.8
 SHRINK_SECONDS = 60.0  # shrinking budget of a campaign bounded by examples only
 CHOICE_BUDGET = 300  # most scheduler choices a Hypothesis example scripts
 
@@ -98,6 +106,21 @@ class CampaignResult:
     abstract: AbstractCoverage = field(default_factory=AbstractCoverage)  # abstract states they were in
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: search, shrink
     limits: dict[str, Any] = field(default_factory=dict)  # the budget and what ended each phase
+    cut_by_wall: int = 0  # scenarios the time budget stopped while they ran: unjudged
+
+    @property
+    def split(self) -> dict[str, Any]:
+        """How the budget went: seconds searching, seconds shrinking (both phases of it)."""
+        shrank = sum(v for k, v in self.phases.items() if k != "search")
+        return {"budget": self.limits.get("seconds"), "searched": round(self.phases.get("search", 0.0), 3),
+                "shrank": round(shrank, 3), "cut_by_wall": self.cut_by_wall}
+
+    def describe_split(self) -> str:
+        budget = self.limits.get("seconds")
+        head = f"budget {budget:g} s: " if budget is not None else ""
+        split = self.split
+        cut = f"; {self.cut_by_wall} scenario(s) cut by the wall, unjudged" if self.cut_by_wall else ""
+        return f"{head}searched {split['searched']:.1f} s, shrank {split['shrank']:.1f} s{cut}"
 
     @property
     def ok(self) -> bool:
@@ -108,66 +131,11 @@ class CampaignResult:
                                "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
                                "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits,
-                               "abstract_coverage": self.abstract.to_json()}
+                               "abstract_coverage": self.abstract.to_json(), "split": self.split}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
             out["size"] = size_of(self.failure.scenario)
         return out
-
-
-@contextlib.contextmanager
-def private_hypothesis_home() -> Iterator[None]:
-    """Hypothesis caches what it reads from source files (and keeps its example database, when one is
-    configured) under ``.hypothesis/`` in the working directory; a campaign must leave nothing in the
-    user's directory, so Hypothesis gets a new temporary home, removed at the end however the campaign
-    ends (Ctrl-C included), and the home it had before is put back."""
-    from hypothesis import configuration
-
-    previous = vars(configuration).get("__hypothesis_home_directory")
-    home = tempfile.mkdtemp(prefix="cutcheck-hypothesis-")
-    configuration.set_hypothesis_home_dir(home)
-    try:
-        yield
-    finally:
-        configuration.set_hypothesis_home_dir(previous)
-        shutil.rmtree(home, ignore_errors=True)
-
-
-_INTERRUPTED = threading.Event()
-
-
-@contextlib.contextmanager
-def _sticky_interrupts() -> Iterator[None]:
-    """Ctrl-C that cannot be lost: Hypothesis runs a garbage-collector callback, and a KeyboardInterrupt
-    raised inside one is printed and dropped by Python (the campaign then ran on for its whole budget).
-    The handler also sets a flag that every example looks at first, so the next example ends the run;
-    the dropped one is not printed (the run says "interrupted" once)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def on_sigint(signum: int, frame: Any) -> None:
-        _INTERRUPTED.set()
-        raise KeyboardInterrupt
-
-    def unraisable(info: Any) -> None:
-        if not isinstance(info.exc_value, KeyboardInterrupt):  # the flag carries a dropped Ctrl-C
-            previous_hook(info)
-
-    _INTERRUPTED.clear()
-    previous, previous_hook = signal.signal(signal.SIGINT, on_sigint), sys.unraisablehook
-    sys.unraisablehook = unraisable
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-        sys.unraisablehook = previous_hook
-        _INTERRUPTED.clear()
-
-
-def _stop_if_interrupted() -> None:
-    if _INTERRUPTED.is_set():
-        raise KeyboardInterrupt
 
 
 def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mutants: Sequence[str] = (),
@@ -182,7 +150,7 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
     shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
     (``private_hypothesis_home``).
     """
-    with private_hypothesis_home(), _sticky_interrupts():
+    with private_hypothesis_home(), sticky_interrupts():
         return _campaign(examples, seconds, mutants, seed, choice_budget, shrink, gen, shrink_seconds, progress)
 
 
@@ -195,20 +163,21 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
         raise CutcheckError(f"seconds {seconds}: a time budget must be more than 0 seconds.")
     result = CampaignResult()
     start = time.monotonic()
-    end = start + seconds if seconds is not None else None
-    search_end = start + SEARCH_SHARE * seconds if seconds is not None else None
-    result.limits = {"seconds": seconds, "examples": examples, "search_until": None if seconds is None
-                     else round(SEARCH_SHARE * seconds, 3), "search_stopped_by": "examples"}
-    search = _Search(tuple(mutants), gen, choice_budget, result, progress, search_end,
+    end = start + seconds if seconds is not None else None  # the wall: search and shrinking end here
+    scan_constants_now()
+    result.limits = {"seconds": seconds, "examples": examples, "search_until": seconds, "search_stopped_by": "examples"}
+    search = _Search(tuple(mutants), gen, choice_budget, result, progress, end,
                      (lambda: end) if end is not None else (lambda: time.monotonic() + shrink_seconds))
     batch = 0
     while result.examples < examples and search.found is None:
-        if search_end is not None and time.monotonic() >= search_end:
+        if end is not None and time.monotonic() >= end:
             result.limits["search_stopped_by"] = "budget"
             break
         search.run_batch(min(20, examples - result.examples), seed * 1_000_003 + batch, shrink=shrink)
-        _stop_if_interrupted()
+        stop_if_interrupted()
         batch += 1
+    if search.found is None and end is not None and time.monotonic() >= end:
+        result.limits["search_stopped_by"] = "budget"  # the wall came during the last batch
     found_at = search.found_at or time.monotonic()
     result.phases["search"] = found_at - start
     if search.found is not None:
@@ -229,7 +198,8 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
 
 class _Search:
     """One Hypothesis property over the generator. At the first finding the search turns into
-    shrinking (Hypothesis's own, in the same run), which stops at the deadline ``shrink_end``."""
+    shrinking (Hypothesis's own, in the same run), which stops at the deadline ``shrink_end``. Every
+    scenario runs inside the wall of its phase (``search_end``, then ``shrink_end``)."""
 
     def __init__(self, mutants: tuple[str, ...], gen: dict[str, Any] | None, choice_budget: int,
                  result: CampaignResult, progress: Callable[[int], None] | None, search_end: float | None,
@@ -244,8 +214,10 @@ class _Search:
         self.shrink_runs = 0
 
     def example(self, data: Any) -> None:
-        _stop_if_interrupted()
+        stop_if_interrupted()
         shrinking = self.found is not None
+        wall = self.shrink_end if shrinking else self.search_end
+        self._stop_at(wall)
         gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
         sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
@@ -253,15 +225,14 @@ class _Search:
         # runs overrun its choice buffer, which it then reported as inconsistent data generation.
         budget = data.draw(st.integers(0, self.choice_budget))
         rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
-        # The deadlines are looked at only after every draw: an example that stopped drawing early
-        # when time ran out made Hypothesis report inconsistent data generation on a replay.
-        if shrinking and time.monotonic() >= self.shrink_end:
-            self.hypothesis_cut = True
-            return  # out of time: every further candidate "passes", so Hypothesis stops shrinking
-        if not shrinking and self.search_end is not None and time.monotonic() >= self.search_end:
-            return  # the rest of this batch is past the search budget
+        self._stop_at(wall)
         chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"], fallback=interleaving_of(sdict))
-        verdict = run_scenario(sdict, chooser)
+        try:
+            with walled(wall):
+                verdict = run_scenario(sdict, chooser)
+        except BudgetExhausted:
+            self.result.cut_by_wall += 1  # unjudged
+            raise
         if shrinking:
             self.shrink_runs += 1
         else:
@@ -284,6 +255,16 @@ class _Search:
         self.found = verdict  # the last failing example Hypothesis runs is its smallest so far
         raise AssertionError(verdict.violations)
 
+    @staticmethod
+    def _stop_at(wall: float | None) -> None:
+        """Past the wall, Hypothesis's whole run ends here: BudgetExhausted is no Exception, so Hypothesis
+        lets it through (as it does Ctrl-C) without replaying anything; ``found`` already holds the
+        smallest failing example so far. (Returning instead, as a "pass", left Hypothesis drawing the
+        rest of its batch, and a replay that drew less than the original made it report inconsistent
+        data generation.)"""
+        if wall is not None and time.monotonic() >= wall:
+            raise BudgetExhausted("the campaign's time budget ended")
+
     def run_batch(self, size: int, batch_seed: int, *, shrink: bool) -> None:
         phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
 
@@ -296,9 +277,11 @@ class _Search:
 
         try:
             prop()
+        except BudgetExhausted:
+            self.hypothesis_cut = self.found is not None  # the wall stopped the search or Hypothesis's shrinking
+            return
         except Flaky:
-            # The deadline cut shrinking (a failing example then "passed"), or, with nothing found, a
-            # batch Hypothesis gave up on: the campaign goes on with the next batch.
+            # With nothing found, a batch Hypothesis gave up on: the campaign goes on with the next batch.
             return
         except Exception:  # noqa: BLE001 - the AssertionError of a finding
             if self.found is None:
@@ -317,30 +300,49 @@ class _HypothesisDraw:
 
 def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
                   progress: Callable[[int], None] | None = None, stop_at_first: bool = False,
-                  seconds: float | None = None) -> CampaignResult:
-    """The verdict of each seed in order; ``seconds`` stops the campaign between two seeds."""
+                  seconds: float | None = None, start: float | None = None,
+                  keep_for_shrinking: bool = False) -> CampaignResult:
+    """The verdict of each seed in order, every scenario inside the wall ``start + seconds`` (``start``:
+    monotonic, default now); a seed the wall cuts is unjudged and ends the campaign. With
+    ``keep_for_shrinking``, once some seed failed the search ends at ``SEARCH_SHARE`` of the budget, so
+    that the rest is left for shrinking the first finding."""
     result = CampaignResult()
-    start = time.monotonic()
+    start = time.monotonic() if start is None else start
+    wall = start + seconds if seconds is not None else None
     result.limits = {"seconds": seconds, "examples": len(seeds), "search_stopped_by": "examples"}
-    for s in seeds:
-        if seconds is not None and time.monotonic() - start > seconds:
-            result.limits["search_stopped_by"] = "budget"
-            break
-        add_seed_verdict(result, verdict_of_seed(s, mutants, gen))
-        if progress is not None:
-            progress(1)
-        if stop_at_first and not result.verdicts[-1]["ok"]:
-            result.limits["search_stopped_by"] = "finding"
-            break
+    with walled(wall):
+        for s in seeds:
+            now = time.monotonic()
+            found = keep_for_shrinking and any(not v["ok"] for v in result.verdicts)
+            if seconds is not None and now - start >= (SEARCH_SHARE * seconds if found else seconds):
+                result.limits["search_stopped_by"] = "budget"
+                break
+            try:
+                verdict = verdict_of_seed(s, mutants, gen)
+            except BudgetExhausted:
+                result.cut_by_wall += 1
+                result.limits["search_stopped_by"] = "budget"
+                break
+            add_seed_verdict(result, verdict)
+            if progress is not None:
+                progress(1)
+            if stop_at_first and not result.verdicts[-1]["ok"]:
+                result.limits["search_stopped_by"] = "finding"
+                break
     result.seconds = result.phases["search"] = time.monotonic() - start
     return result
 
 
-def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> tuple[Verdict, bool]:
+def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> tuple[Verdict | None, bool]:
     """The scenario of a failing seed, shrunk until ``deadline`` (monotonic) by ``reference.fuzzing.shrink``;
     whether shrinking finished. The seed's own scenario when it does not fail here (another process's
-    verdict that this one cannot reproduce is reported as it was)."""
-    found = run_scenario(scenario_of_seed(seed, mutants))
+    verdict that this one cannot reproduce is reported as it was); None when the deadline came before
+    the seed's scenario ran again (the seed's own scenario is then the counterexample)."""
+    try:
+        with walled(deadline):
+            found = run_scenario(scenario_of_seed(seed, mutants))
+    except BudgetExhausted:
+        return None, False
     if found.ok:
         return found, True
     shrunk = shrink_scenario(found, deadline)

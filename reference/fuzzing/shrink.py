@@ -5,8 +5,8 @@ the generator keeps some sizes above a floor (a source has at least a quarter of
 records) and a recorded schedule keeps its length. This pass works on the scenario itself: fewer
 scripted choices, fewer records, keys and splits, fewer failures, rescales and vertices, each step
 kept only when the scenario still ends in the same finding (same invariant name), under its own
-scheduler seed or one of a few others. It stops at a deadline; whatever it reached by then is the
-counterexample.
+scheduler seed or one of a few others. It stops at a deadline, a candidate still running included
+(``reference.core.deadline``); whatever it reached by then is the counterexample.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.verdicts import GENERATOR, Verdict, run_scenario
 
 Candidate = dict[str, Any]
@@ -55,7 +56,11 @@ def shrink_scenario(found: Verdict, deadline: float, *,
                 if time.monotonic() >= deadline:
                     return ShrinkResult(best, runs, False)
                 runs += 1
-                v = run(attempt)
+                try:
+                    with walled(deadline):
+                        v = run(attempt)
+                except BudgetExhausted:
+                    return ShrinkResult(best, runs, False)  # a candidate cut short proves nothing
                 if not v.ok and not v.refused and v.invariant == want:
                     best, progress = v, True
                     break

@@ -25,7 +25,6 @@ from cutcheck.reference.fuzzing.verdicts import (
     verdict_of_seed,
 )
 
-
 # Seeds, not seconds: a wall-clock budget made this fail on a loaded machine (discard-on-abort, found at
 # seed 130, survived 126 seeds in 60 s at a load of 12). Today every mutant dies by seed 131; the time
 # each takes is a figure of benchmarks/bench_fuzz.py and of `cutcheck verify`, not an assertion here.
