@@ -9,6 +9,8 @@ while staying inside what Flink allows (any network delay, any thread scheduling
 * ``schedule.chooser`` "pct" with a few priority change points (``reference.runtime.scheduler``):
   one task or sender may run far ahead of, or far behind, the rest of the job;
 * ``schedule.barrier_delay``: barriers wait that long at the head of a slow link's sender;
+* slow tasks (``scheduler.SLOW_TASK_SHARE``): their barriers wait that long or not at all, and they
+  take a newer checkpoint only after records crossed behind an older one's stale barrier;
 * a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
   barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
 """
