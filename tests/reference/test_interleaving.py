@@ -236,12 +236,12 @@ def test_a_slow_task_takes_the_next_checkpoint_only_after_records_crossed_behind
 
 
 def test_slow_tasks_make_the_flink_21104_order_reachable_in_the_expiry_focus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 205 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
+    """Seed 211 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
     checkpoint reached the receiver's other channels, and records follow it; CUT catches the fault.
     Without slow tasks the same scenario holds with the fault on: no stale barrier meets persisting."""
     from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
     from cutcheck.reference.runtime import scheduler
-    sdict = scenario_from_seed(205, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
+    sdict = scenario_from_seed(211, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
     assert sdict["schedule"].get("barrier_delay", 0) > sdict["checkpoint"]["checkpoint_timeout"]
     assert run_scenario(sdict).invariant == "CUT"
     assert run_scenario(sdict | {"mutants": []}).ok
