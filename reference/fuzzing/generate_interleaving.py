@@ -9,6 +9,8 @@ while staying inside what Flink allows (any network delay, any thread scheduling
 * ``schedule.chooser`` "pct" with a few priority change points (``reference.runtime.scheduler``):
   one task or sender may run far ahead of, or far behind, the rest of the job;
 * ``schedule.barrier_delay``: barriers wait that long at the head of a slow link's sender;
+* slow tasks (``scheduler.SLOW_TASK_SHARE``): their barriers wait that long or not at all, and they
+  take a newer checkpoint only after records crossed behind an older one's stale barrier;
 * a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
   barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
 """
@@ -35,7 +37,9 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int) ->
         sched["pct_depth"] = d.integer(1, MAX_DEPTH)
         # Change points within the steps a clean run takes (``work`` is mostly 8 times those).
         sched["pct_horizon"] = d.integer(max(10, work // 16), max(20, work // 4))
-    if d.integer(0, 7) < 2 or ck.get("mode") == "at_least_once":
+    # Draws are read so that their smallest values, which Hypothesis favours and shrinks towards, give
+    # the interleaving hunted: held barriers, and the longest delay the timeout allows.
+    if d.integer(0, 7) >= 6 or ck.get("mode") == "at_least_once":
         return False  # one in four: no held barriers, the priorities alone
     # Expiry while the barrier is held, the next trigger due before then: the newer checkpoint's
     # barriers overtake the stale one's on the fast links and meet it on the slow one. The timeout
@@ -43,7 +47,7 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int) ->
     # longer than it, no checkpoint completed and the job never finished.
     low = STEPS_PER_CHANNEL * max(2, channels)
     timeout = d.integer(low, 3 * low)
-    delay = d.integer(timeout + 1, 2 * timeout)
+    delay = 2 * timeout - d.integer(0, timeout - 1)
     sched["barrier_delay"] = delay
     ck["checkpoint_timeout"] = timeout
     ck["interval"] = d.integer(max(1, timeout // 2), timeout)

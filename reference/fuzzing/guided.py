@@ -10,7 +10,12 @@ that reached rare cells are picked more often. Fresh scenarios walk the campaign
 (``verdicts.FEATURE_CYCLE``), half of them with the interleaving knobs (``interleave``), and force on
 the swarm feature pair that runs have reached least so far.
 
-Everything comes from the campaign seed, so a campaign seed reproduces the campaign.
+``seconds`` is a wall (``reference.core.deadline``), as in the other campaigns: the deadline is
+checked on entry of each scenario and every scenario runs inside it, so none overruns it; one the
+wall cuts is unjudged (``cut_by_wall``) and ends the campaign.
+
+Everything comes from the campaign seed, so a campaign seed reproduces the campaign (up to where a
+time budget ends it).
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import Any
 
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
+from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Feature
@@ -79,6 +85,7 @@ class GuidedResult:
     abstract: AbstractCoverage = field(default_factory=AbstractCoverage)
     coverage: Coverage = field(default_factory=Coverage)
     first_reached: dict[str, float] = field(default_factory=dict)  # cell name -> seconds into the campaign
+    cut_by_wall: int = 0  # scenarios the time budget stopped while they ran: unjudged
 
     @property
     def ok(self) -> bool:
@@ -88,7 +95,7 @@ class GuidedResult:
         out: dict[str, Any] = {"scenarios_run": self.examples, "mutated": self.mutated, "corpus": self.corpus,
                                "seconds": self.seconds, "found_after": self.found_after,
                                "abstract_coverage": self.abstract.to_json(), "coverage": self.coverage.to_json(),
-                               "first_reached": self.first_reached}
+                               "first_reached": self.first_reached, "cut_by_wall": self.cut_by_wall}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
         return out
@@ -96,7 +103,8 @@ class GuidedResult:
 
 def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None, mutants: Sequence[str] = (),
                     seed: int = 0, progress: Callable[[int], None] | None = None) -> GuidedResult:
-    """Search until a finding, ``examples`` scenarios or ``seconds`` (checked between scenarios)."""
+    """Search until a finding, ``examples`` scenarios or the wall ``seconds`` (checked on entry of each
+    scenario, and inside it by the engine loop)."""
     if seconds is None and examples is None:
         raise CutcheckError("a guided campaign needs --seconds or --examples to end.")
     if examples is not None and examples < 1:
@@ -105,8 +113,8 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
     result = GuidedResult()
     corpus: list[Entry] = []
     start = time.monotonic()
-    while (examples is None or result.examples < examples) and (
-            seconds is None or time.monotonic() - start < seconds):
+    wall = start + seconds if seconds is not None else None
+    while (examples is None or result.examples < examples) and (wall is None or time.monotonic() < wall):
         parent = _pick(rng, corpus, result.abstract) if corpus and rng.random() < MUTATE_SHARE else None
         if parent is not None:
             gen, prefix = parent.gen, mutate(rng, parent.draws, parent.seeds)
@@ -115,7 +123,12 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
         draw = RecordingDraw(rng, prefix)
         sdict = scenario_dict(draw, mutants=mutants, **gen)
-        verdict = run_scenario(sdict)
+        try:
+            with walled(wall):
+                verdict = run_scenario(sdict)
+        except BudgetExhausted:
+            result.cut_by_wall += 1  # unjudged: a run cut short says nothing about the protocol
+            break
         result.examples += 1
         if progress is not None:
             progress(1)

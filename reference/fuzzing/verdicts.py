@@ -60,7 +60,9 @@ FOCI: dict[str, dict[str, Any]] = {
     # splits ambiguously (the record filter's case), restored soon after a checkpoint.
     "rescale-unaligned": {"rescale": "always", "on": (Feature.KEYED_COUNT, Feature.BACKPRESSURE), **UNALIGNED,
                           "after_checkpoint": True, "keyed_pressure": True, **SMALL},
-    "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL},
+    # With the interleaving knobs (``generate_interleaving``): held barriers and slow tasks against
+    # short checkpoint timeouts, so that a newer checkpoint meets an expired one's barrier (FLINK-21104).
+    "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL, "interleave": True},
     "savepoints": {"on": (Feature.SAVEPOINT,), "modes": ("unaligned", "aligned_timeout"), **SMALL},
     "recovery": {"on": (Feature.FAILURE, Feature.FAILURE_IN_RECOVERY), **UNALIGNED, **SMALL},
     "rescale": {"rescale": "always", "max_records": 80},

@@ -86,6 +86,16 @@ def test_a_seed_campaign_cuts_a_scenario_at_the_wall(endless: None, slack: float
     assert result.limits["search_stopped_by"] == "budget"
 
 
+def test_a_guided_campaign_cuts_a_scenario_at_the_wall(endless: None, slack: float) -> None:
+    from cutcheck.reference.fuzzing.guided import guided_campaign
+    t = time.monotonic()
+    result = guided_campaign(seconds=SECONDS, seed=1)
+    elapsed = time.monotonic() - t
+    assert elapsed <= SECONDS + slack, (elapsed, slack)
+    assert result.cut_by_wall == 1 and result.examples == 0 and result.ok
+    assert result.to_json()["cut_by_wall"] == 1
+
+
 def test_the_mutation_check_hunt_ends_at_its_budget(endless: None, slack: float) -> None:
     t = time.monotonic()
     result = kill("no-output-state", seconds=2.0)

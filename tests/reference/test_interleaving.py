@@ -72,11 +72,12 @@ def test_an_interleaving_schedule_is_reproducible_and_changes_with_the_seed(knob
 
 
 class _Sender:
-    """Just enough of an OutputSubpartition for the chooser: a queue and a partition."""
+    """Just enough of an OutputSubpartition for the chooser: a queue, a partition and a task."""
 
-    def __init__(self, head: Any):
+    def __init__(self, head: Any, task: Any = None):
         self.partition = object()
         self.queue = deque([head])
+        self.task = task if task is not None else object()
 
 
 class _Engine:
@@ -190,3 +191,59 @@ def test_a_recorded_interleaving_schedule_replays_exactly() -> None:
     replayed = _run(sdict | {"schedule": sdict["schedule"] | {"choices": recorder.choices}})
     assert len(recorder.choices) == 30 and recorded.summary() == replayed.summary()
     assert interleaving_of(scenario(small_graph(), seed=8)) is None  # nothing asked: the seeded fallback
+
+
+class _Partition:
+    def __init__(self, *senders: Any):
+        self.subpartitions = list(senders)
+
+
+class _Source:
+    """Just enough of a source task for the chooser: its senders and its pending checkpoint triggers."""
+
+    def __init__(self, sender: Any, trigger: Barrier):
+        self.partitions = [_Partition(sender)]
+        self.direct_triggers = [trigger]
+        sender.task = self
+
+
+def _do_direct_checkpoint(task: Any) -> None:  # named as the engine's trigger action is
+    pass
+
+
+def test_a_slow_task_takes_the_next_checkpoint_only_after_records_crossed_behind_a_stale_barrier() -> None:
+    stale = Barrier(1, "checkpoint", "unaligned", trigger_step=0, priority=True)
+    sender = _Sender(stale)
+    sender.queue.extend([Buf([1], 0, 0), Buf([2], 1, 0)])
+    sender.transmitted = 0
+    task = _Source(sender, Barrier(2, "checkpoint", "unaligned", trigger_step=5))
+    chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+    chooser._slow[id(task)] = (True, task)  # this task is the slow one (drawn one in SLOW_TASK_SHARE)
+    other = _Sender(Buf([9], 0, 0))
+    actions = [(1, _do_direct_checkpoint, task), (1, print, other)]
+
+    def takes_trigger(step: int) -> bool:
+        return any(chooser.choose_action(_Engine(step), actions) == 0 for _ in range(40))
+
+    assert not takes_trigger(10)  # checkpoint 1's barrier is still queued at the task's sender
+    sender.queue.popleft()  # it crossed; the records it overtook are still queued
+    assert not takes_trigger(11)
+    sender.queue.popleft()
+    sender.transmitted += 1  # one of them crossed behind it: the task may take checkpoint 2 now
+    assert takes_trigger(12)
+    sender.queue.appendleft(stale)  # nothing else can run: a held trigger goes (no deadlock of ours)
+    assert chooser.choose_action(_Engine(13), actions[:1]) == 0
+
+
+def test_slow_tasks_make_the_flink_21104_order_reachable_in_the_expiry_focus(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Seed 211 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
+    checkpoint reached the receiver's other channels, and records follow it; CUT catches the fault.
+    Without slow tasks the same scenario holds with the fault on: no stale barrier meets persisting."""
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+    from cutcheck.reference.runtime import scheduler
+    sdict = scenario_from_seed(211, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
+    assert sdict["schedule"].get("barrier_delay", 0) > sdict["checkpoint"]["checkpoint_timeout"]
+    assert run_scenario(sdict).invariant == "CUT"
+    assert run_scenario(sdict | {"mutants": []}).ok
+    monkeypatch.setattr(scheduler, "SLOW_TASK_SHARE", 10**9)
+    assert run_scenario(sdict).ok
