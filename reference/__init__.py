@@ -25,7 +25,7 @@ def __getattr__(name: str) -> Any:
     home = _HOME.get(name)
     if home is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{home}"), name)
+    value = getattr(import_module(f"cutcheck.reference.{home}"), name)  # cutcheck's, also when loaded as `reference`
     globals()[name] = value
     return value
 
