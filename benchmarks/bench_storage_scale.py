@@ -14,6 +14,10 @@ Prints one JSON line per figure:
   /dev/null): wall and CPU (user + system) seconds, peak RSS, exit code, and ``over_find`` and
   ``cpu_over_find``, the ratios to ``find_wc`` of the same tree measured in the same run (on a loaded
   machine the CPU ratio is the steadier one);
+* ``listing_split``, ``listing_one_process`` (local): in a child process, only the listing of the base
+  (reference.storage.local_scan), a large directory's ``lstat`` calls shared with a forked child as the
+  commands do, then all in one process (``SPLIT`` raised past the directory's size); CPU includes the
+  forked child's; on a loaded machine the wall-clock difference is the second process's share;
 * ``orphans_delete_plan`` (local): in a child process, what ``orphans --delete`` decides before it moves
   anything (the inspection with the default --min-age 1h, and a reason per orphan);
 * ``orphans_delete``, ``restore_quarantine``, ``after_restore`` (local, with ``--delete``): ``orphans --delete``
@@ -199,6 +203,17 @@ assert len(reasons) == int(sys.argv[2]), (len(reasons), sys.argv[2])
 """
 
 
+_LISTING = """
+import sys
+from cutcheck.reference.storage import local_scan
+from cutcheck.reference.storage.traversal import cyclic_gc_paused
+if sys.argv[2] == "one":
+    local_scan.SPLIT = 1 << 62
+with cyclic_gc_paused():
+    assert sum(len(f.paths) for _, f in local_scan.scan_local(sys.argv[1])) > 0
+"""
+
+
 def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None, delete: bool = False) -> None:
     tmp = reuse or tempfile.mkdtemp(prefix="cutcheck-bench-storage-")
     base = f"{tmp}/ckpts"
@@ -222,6 +237,9 @@ def local_figures(n: int, timeout: float, keep: bool, reuse: str | None = None, 
         runs_of = {"ls": ["storage", "ls", base], "orphans": ["storage", "orphans", base]}
         for name, args in runs_of.items():
             print(_figure(name, child([sys.executable, "-m", "cutcheck", *args], timeout), baseline, timeout, common),
+                  flush=True)
+        for name, how in (("listing_split", "split"), ("listing_one_process", "one")):
+            print(_figure(name, child([sys.executable, "-c", _LISTING, base, how], timeout), baseline, timeout, common),
                   flush=True)
         plan = child([sys.executable, "-c", _PLAN, base, str(shape["orphans"])], timeout)
         print(_figure("orphans_delete_plan", plan, baseline, timeout, common), flush=True)

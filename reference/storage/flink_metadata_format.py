@@ -219,8 +219,11 @@ class _Decoder:
         data, pos = src.data, src.pos
         end = len(data)
         paths: list[str] = []  # then one call for the lot: a sink may take plain paths (files=) without a StateRef each
+        append = paths.append
+        add_files = getattr(self.refs, "add_files", None)
+        sizes: list[int] = []  # only for a sink without add_files: a sink that takes plain paths has no use for them
+        keep_size = add_files is None
         u16, i64 = _U16.unpack_from, _I64.unpack_from
-        sizes: list[int] = []
         done = 0
         while done < n and pos + 2 <= end:
             name_end = pos + 2 + u16(data, pos)[0]
@@ -229,15 +232,15 @@ class _Decoder:
             path_end = name_end + 11 + u16(data, name_end + 9)[0]
             if path_end > end:
                 break
-            raw = data[name_end + 11:path_end]
-            if not raw.isascii():
+            try:  # ASCII or not in one step (the bytes are decoded either way)
+                append(data[name_end + 11:path_end].decode("ascii"))
+            except UnicodeDecodeError:
                 break
-            sizes.append(i64(data, name_end + 1)[0])
-            paths.append(raw.decode("ascii"))
+            if keep_size:
+                sizes.append(i64(data, name_end + 1)[0])
             pos = path_end
             done += 1
         src.pos = pos
-        add_files = getattr(self.refs, "add_files", None)
         if add_files is not None:
             add_files(paths)
         else:

@@ -17,18 +17,33 @@ gathers) costs twice the user time of sorting the names first (benchmarks/bench_
 
 Sorting names sorts the paths: every path of a directory is that directory's path, "/", the name.
 Where the platform has no ``fstatat`` (``os.stat`` without dir_fd support), the file's path is used.
+
+A directory of ``SPLIT`` names or more (a large job's ``shared/``) is looked at by two processes: a forked
+child takes the second half of the sorted names and sends back its sizes, times and vanished indices as
+raw arrays through a pipe, while this process takes the first half; the halves are joined in order, so
+the answer is the one a single loop gives. The ``lstat`` system time is the floor of the listing, and the
+second core takes half of it. Only from a process with no other thread (a fork copies just the calling
+one), and never on a platform without ``fork``. The child writes nothing anywhere but the pipe and ends
+with ``os._exit`` (nothing of this process's buffers or exit handlers runs twice); Ctrl-C ends it quietly,
+and this process kills and reaps it on any way out. A child that fails is a StorageError sentence.
 """
 
 from __future__ import annotations
 
 import os
+import signal
+import struct
+import threading
 from array import array
 from collections.abc import Iterator
 
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.filetable import DirFiles, dir_files
 from cutcheck.reference.storage.store import QUARANTINE_DIR, Progress
 
 _AT = os.stat in os.supports_dir_fd and os.scandir in os.supports_fd
+SPLIT = 100_000  # names in one directory from which a child process takes half of the lstat calls
+_COUNTS = struct.Struct("<qq")  # the child's answer: how many stats, how many vanished; then the three arrays
 
 
 def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
@@ -77,7 +92,7 @@ def _directory(directory: str, stack: list[str]) -> DirFiles | None:
         if not names:
             return None
         names.sort()
-        sizes, mtimes, gone = _stat_all(names, fd, prefix)
+        sizes, mtimes, gone = _stat_split(names, fd, prefix) if _may_fork(len(names)) else _stat_all(names, fd, prefix)
         if gone:  # vanished before their stat (rare)
             names = [n for i, n in enumerate(names) if i not in gone]
             if not names:
@@ -113,3 +128,76 @@ def _stat_all(names: list[str], fd: int, prefix: str) -> tuple[array[int], array
             return sizes, mtimes, gone
         except OSError:
             gone.add(len(sizes) + len(gone))  # the name whose stat failed; ``rest`` resumes after it
+
+
+def _may_fork(count: int) -> bool:
+    return count >= SPLIT and hasattr(os, "fork") and threading.active_count() == 1
+
+
+def _stat_split(names: list[str], fd: int, prefix: str) -> tuple[array[int], array[float], set[int]]:
+    """``_stat_all(names, fd, prefix)``, its second half taken by a forked child (see the module docstring)."""
+    half = len(names) // 2
+    read_end, write_end = os.pipe()
+    try:
+        pid = os.fork()
+    except OSError:
+        os.close(read_end)
+        os.close(write_end)
+        return _stat_all(names, fd, prefix)
+    if pid == 0:  # the child: whatever happens, it leaves by os._exit
+        code = 1
+        try:
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # Ctrl-C: the parent says it once
+            os.close(read_end)
+            sizes, mtimes, gone = _stat_all(names[half:], fd, prefix)
+            payload = b"".join([_COUNTS.pack(len(sizes), len(gone)), sizes.tobytes(), mtimes.tobytes(),
+                                array("q", sorted(gone)).tobytes()])
+            view = memoryview(payload)
+            while view:
+                view = view[os.write(write_end, view):]
+            code = 0
+        finally:
+            os._exit(code)
+    reaped = False
+    try:
+        os.close(write_end)
+        sizes, mtimes, gone = _stat_all(names[:half], fd, prefix)
+        with os.fdopen(read_end, "rb") as pipe:
+            read_end = -1
+            answer = pipe.read()
+        _, status = os.waitpid(pid, 0)
+        reaped = True
+        rest = _answer(answer, len(names) - half) if os.waitstatus_to_exitcode(status) == 0 else None
+        if rest is None:
+            raise StorageError(f"{prefix.rstrip('/') or '/'}: the helper process that looked at half of its "
+                               f"{len(names)} files failed ({_status(status)}); run the command again.")
+        sizes += rest[0]
+        mtimes += rest[1]
+        gone.update(half + i for i in rest[2])
+        return sizes, mtimes, gone
+    finally:
+        if read_end >= 0:
+            os.close(read_end)
+        if not reaped:  # this process is leaving early (Ctrl-C, an error): the child goes with it
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)
+
+
+def _answer(data: bytes, count: int) -> tuple[array[int], array[float], list[int]] | None:
+    """The child's (sizes, times, vanished indices) of ``count`` names, or None when ``data`` is not whole."""
+    if len(data) < _COUNTS.size:
+        return None
+    stats, vanished = _COUNTS.unpack_from(data)
+    if stats + vanished != count or len(data) != _COUNTS.size + 16 * stats + 8 * vanished:
+        return None
+    at = _COUNTS.size
+    sizes, mtimes, gone = array("q"), array("d"), array("q")
+    sizes.frombytes(data[at:at + 8 * stats])
+    mtimes.frombytes(data[at + 8 * stats:at + 16 * stats])
+    gone.frombytes(data[at + 16 * stats:])
+    return sizes, mtimes, gone.tolist()
+
+
+def _status(status: int) -> str:
+    code = os.waitstatus_to_exitcode(status)
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}" if code else "an incomplete answer"
