@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.interrupts import interruptible
 from tests.test_bad_input_simulate_fuzz import EXAMPLES
 
 SCENARIO = str(EXAMPLES / "scenarios" / "keyed-unaligned.json")
@@ -43,8 +44,8 @@ def test_a_command_leaves_nothing_in_the_working_directory(tmp_path: Path, args:
 def test_ctrl_c_on_fuzz_leaves_no_hypothesis_directory(tmp_path: Path) -> None:
     cwd, tmp = tmp_path / "cwd", tmp_path / "tmp"
     cwd.mkdir()
-    proc = subprocess.Popen([sys.executable, "-m", "cutcheck", "fuzz", "--seconds", "120"], cwd=cwd, env=_env(tmp),
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = interruptible([sys.executable, "-m", "cutcheck", "fuzz", "--seconds", "120"], cwd=cwd, env=_env(tmp),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 90
     # The campaign's Hypothesis home exists once the campaign has started. (Hypothesis writes its cache of
     # constants only for code outside site-packages: an editable install, not an installed wheel.)

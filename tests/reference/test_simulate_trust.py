@@ -18,6 +18,7 @@ import pytest
 
 from cutcheck.model.outputs import OutputRefused, is_cutcheck_run_dir
 from cutcheck.reference import Scenario, simulate
+from tests.interrupts import interruptible
 from tests.test_bad_input_simulate_fuzz import EXAMPLES, cutcheck, tree_hashes
 
 
@@ -115,8 +116,8 @@ def test_ctrl_c_removes_the_temporary_run_and_exits_130(work: Path) -> None:
     graph = json.loads((work / "keyed-pipeline.json").read_text())
     graph["vertices"][0]["records"] = 400_000
     path = _scenario(work, "long", graph=graph, failures=[], max_steps=10**9)
-    proc = subprocess.Popen([sys.executable, "-m", "cutcheck", "simulate", str(path), "--out", "run"], cwd=work,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = interruptible([sys.executable, "-m", "cutcheck", "simulate", str(path), "--out", "run"], cwd=work,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 60
     while not _leftovers(work) and time.monotonic() < deadline:  # the run has started writing
         time.sleep(0.05)

@@ -23,6 +23,7 @@ import pytest
 from typer.testing import CliRunner
 
 from cutcheck.cli import app
+from tests.interrupts import interruptible
 
 pytestmark = pytest.mark.spark
 
@@ -320,8 +321,8 @@ def test_ctrl_c_is_one_line_and_exit_130(tmp_path: Path) -> None:
     _parquet(tmp_path / "run" / "output" / "a.parquet", rid=pa.array(range(n), pa.int64()),
              key=pa.array([r % 1000 for r in range(n)], pa.int64()))
     env = _spark_env(tmp_path)
-    proc = subprocess.Popen([sys.executable, "-m", "cutcheck", "validate", "run", "--master", "local[2]"],
-                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = interruptible([sys.executable, "-m", "cutcheck", "validate", "run", "--master", "local[2]"],
+                            cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     deadline = time.monotonic() + 240
     # Spark has started and the job runs once shuffle files appear in its local directory.
     while time.monotonic() < deadline and proc.poll() is None:
