@@ -131,7 +131,7 @@ def _stat_all(names: list[str], fd: int, prefix: str) -> tuple[array[int], array
 
 
 def _may_fork(count: int) -> bool:
-    return count >= SPLIT and hasattr(os, "fork") and threading.active_count() == 1
+    return count >= SPLIT and hasattr(os, "fork") and not _other_threads()
 
 
 def _stat_split(names: list[str], fd: int, prefix: str) -> tuple[array[int], array[float], set[int]]:
@@ -201,3 +201,8 @@ def _answer(data: bytes, count: int) -> tuple[array[int], array[float], list[int
 def _status(status: int) -> str:
     code = os.waitstatus_to_exitcode(status)
     return f"killed by signal {-code}" if code < 0 else f"exit status {code}" if code else "an incomplete answer"
+
+
+def _other_threads() -> bool:
+    """Whether another thread runs in this process (a fork copies only the calling thread)."""
+    return threading.active_count() > 1

@@ -80,7 +80,9 @@ def test_taskmanager_killed_mid_checkpoint_recovers_exactly_once(tmp_path: Path)
     assert killed_during > 1
     stats = run.jobs[0].stats
     assert stats.state == "FINISHED" and stats.restored, "Flink restored the job in place on the new TaskManager"
-    assert int(stats.restored["id"]) < killed_during, "from a checkpoint completed before the kill"
+    # The checkpoint in progress when the kill was sent may still complete: its acknowledgements can reach
+    # the JobManager before the JVM dies (seen under load). Flink then restores it, rightly; never a newer one.
+    assert int(stats.restored["id"]) <= killed_during, "from a checkpoint completed by the kill"
     eo, rows = runlog.verdict(run.graph, run)
     assert eo.ok and rows == 800, eo.to_json()
 

@@ -44,6 +44,10 @@ def _forks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(local_scan, "SPLIT", 2)
     monkeypatch.setattr(os, "fork", recording)
+    # Under pytest-xdist the worker has execnet's receiver thread besides the one running the test, so
+    # local_scan would never split there; the child only lstat-s, writes to its pipe and _exits, which is
+    # safe beside that thread. test_no_fork_from_a_process_with_other_threads keeps the real rule.
+    monkeypatch.setattr(local_scan, "_other_threads", lambda: False)
     return pids
 
 
@@ -137,7 +141,9 @@ def test_an_interrupt_takes_the_child_with_it(tmp_path: Path, monkeypatch: pytes
 
 def test_no_fork_from_a_process_with_other_threads(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _base(tmp_path)
+    real_rule = local_scan._other_threads
     pids = _forks(monkeypatch)
+    monkeypatch.setattr(local_scan, "_other_threads", real_rule)
     stop = threading.Event()
     other = threading.Thread(target=stop.wait)
     other.start()
