@@ -330,11 +330,8 @@ def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result:
             latest = (rest.get(f"/jobs/{job_id}/checkpoints").get("counts") or {}).get("completed", 0) \
                 if opts.savepoint is not None else rest.latest_completed(job_id)[0]
             if latest >= opts.fail_after:
-                # The time is taken before the probe file appears: the job may fire the failure the moment it
-                # does, and a later reading put the arm after the failure it caused (seen under load).
-                armed_ms = _now()
+                result.armed_ms = _now()  # before the probe file appears: the failure may fire at once
                 Path(probes.armed).touch()  # type: ignore[arg-type]
-                result.armed_ms = armed_ms
                 result.events.append((result.armed_ms, "arm", f"failure armed in {probes.fail_vertex} after checkpoint {latest}"))
                 say(f"checkpoint {latest} completed: failure armed in {probes.fail_vertex}")
         _note_fired(probes, result)
