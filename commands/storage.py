@@ -27,7 +27,7 @@ from cutcheck.model.errors import CutcheckError
 storage_app = typer.Typer(help="Inspect checkpoint directories: checkpoints, shared files, orphans.", no_args_is_help=True)
 app.add_typer(storage_app, name="storage")
 
-_DIR_HELP = ("A checkpoint directory: the base (state.checkpoints.dir), a job directory or a chk-N directory; a local "
+_DIR_HELP = ("A checkpoint directory: the base (execution.checkpointing.dir; state.checkpoints.dir in Flink 1.x), a job directory or a chk-N directory; a local "
              "path, file:/… (as Flink reports it), s3://bucket/prefix or any URI PyArrow or fsspec opens. With entropy "
              "injection give the configured path, marker included.")
 _ENDPOINT_HELP = ("The S3 endpoint (MinIO, Ceph, a local test server): overrides AWS_ENDPOINT_URL. Credentials and region "

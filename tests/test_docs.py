@@ -38,8 +38,10 @@ def test_the_docs_never_take_the_part_counter_for_commit_order_across_writers() 
 
 def test_messages_and_docs_name_the_flink_2_checkpoint_directory_key() -> None:
     """Flink 2.x calls the option execution.checkpointing.dir; state.checkpoints.dir is its deprecated 1.x key.
-    (reference/storage and commands/storage.py are reported to their owners, not checked here.)"""
-    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+    What a user reads (docs, and the messages and help of the commands) names the 2.x key wherever it names the
+    1.x one."""
+    sources = [*sorted((ROOT / "commands").glob("*.py")), *sorted((ROOT / "reference" / "storage").glob("*.py"))]
+    for path in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sources]:
         for number, line in enumerate(path.read_text().splitlines(), 1):
             if "state.checkpoints.dir" in line:
                 assert "execution.checkpointing.dir" in line, f"{path.name}:{number}: {line}"

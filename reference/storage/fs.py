@@ -1,7 +1,7 @@
 """Checkpoint storage on disk: Flink's layout, incremental keyed state, the shared-state registry,
 retention and subsumption, restore modes and entropy injection (facts §5).
 
-Layout (facts §5.1), under the configured directory (``state.checkpoints.dir``)::
+Layout (facts §5.1), under the configured directory (``execution.checkpointing.dir``, ``state.checkpoints.dir`` in Flink 1.x)::
 
     <dir>/<job>/chk-N/_metadata     written last, atomically (temporary file, then rename)
     <dir>/<job>/chk-N/<uuid>        EXCLUSIVE: operator state, channel state, full keyed state

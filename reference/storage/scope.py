@@ -1,7 +1,7 @@
 """Where an inspection stands: the directory given, the checkpoint base above it, the other
 ``_metadata`` whose references must be kept, and re-rooting of moved or copied directories.
 
-A storage command is given a checkpoint base (``state.checkpoints.dir``), a job directory or a
+A storage command is given a checkpoint base (``execution.checkpointing.dir``; ``state.checkpoints.dir`` in Flink 1.x), a job directory or a
 chk-N (savepoint-…) directory. Orphans are only ever files under the directory given, but the
 files to keep are those referenced by every ``_metadata`` under the base: a job restored in claim
 (or Flink's legacy) mode references the ``shared/`` files of the job it was restored from. So
@@ -93,7 +93,7 @@ def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> Non
     if not metas:
         raise StorageError(f"{fs.uri(target.path)}: no {METADATA} of a completed checkpoint or savepoint under it, so it is "
                            f"not a checkpoint directory and no file in it can be called an orphan; give the "
-                           f"checkpoint base (state.checkpoints.dir), a job directory or a chk-N directory.")
+                           f"checkpoint base (execution.checkpointing.dir; state.checkpoints.dir in Flink 1.x), a job directory or a chk-N directory.")
     nearest = min(metas, key=lambda m: (os.path.relpath(m, target.path).count(os.sep), m))
     if os.path.relpath(nearest, target.path).count(os.sep) > 2:  # <base>/<job>/chk-N/_metadata at most
         holder = os.path.dirname(os.path.dirname(nearest))
