@@ -295,3 +295,19 @@ def test_the_checkpoint_after_an_aborted_one_is_never_held() -> None:
     assert not all(any(fresh.choose_action(_Engine(1), [(1, print, sp), (1, print, other)]) == 0 for _ in range(40))
                    for sp in [_Sender(Barrier(2, "checkpoint", "unaligned", trigger_step=0, priority=True))
                               for _ in range(64)])
+
+
+def test_the_checkpoint_after_an_aborted_one_moves_first() -> None:
+    """Its barriers go ahead of other work in most steps (RUSH_SHARE), so it completes within the
+    timeout while the aborted checkpoint's barriers are still around; without an abort, no preference."""
+    def barrier_picks(engine_at: Any) -> int:
+        chooser = InterleavingChooser(3, ChooserKind.WEIGHTED, barrier_delay=50)
+        picks = 0
+        for step in range(200):
+            sender = _Sender(Barrier(2, "checkpoint", "unaligned", trigger_step=step, priority=True))
+            chooser._latency[id(sender), 2] = (0, sender)  # drawn: crosses at once
+            picks += chooser.choose_action(engine_at(step), [(1, print, sender), (1, print, _Sender(Buf([1], 0, 0)))]) == 0
+        return picks
+
+    assert barrier_picks(_engine_after_an_abort) > 130  # about three in four
+    assert barrier_picks(_Engine) < 120  # about one in two
