@@ -247,3 +247,67 @@ def test_slow_tasks_make_the_flink_21104_order_reachable_in_the_expiry_focus(mon
     assert run_scenario(sdict | {"mutants": []}).ok
     monkeypatch.setattr(scheduler, "SLOW_TASK_SHARE", 10**9)
     assert run_scenario(sdict).ok
+
+
+class _Coordinator:
+    """Just enough of the coordinator for the chooser: what is pending, completed and triggered."""
+
+    def __init__(self, pending: set[int], completed: list[int], next_id: int):
+        self.pending = dict.fromkeys(pending)
+        self.completed_ids = completed
+        self.next_id = next_id
+
+
+def _engine_after_an_abort(step: int) -> Any:
+    """Checkpoint 1 was aborted (expired), checkpoint 2 is pending."""
+    engine = _Engine(step)
+    engine.coordinator = _Coordinator({2}, [], 3)  # type: ignore[attr-defined]
+    return engine
+
+
+def test_a_stale_barrier_waits_until_its_receiver_took_the_newer_checkpoint() -> None:
+    from types import SimpleNamespace
+    receiver = SimpleNamespace(last_cp=1)
+    sender = _Sender(Barrier(1, "checkpoint", "unaligned", trigger_step=0, priority=True))
+    sender.channel = SimpleNamespace(task=receiver)  # type: ignore[attr-defined]
+    chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+    actions = [(1, print, sender), (1, print, _Sender(Buf([9], 0, 0)))]
+
+    def crosses(step: int) -> bool:
+        return any(chooser.choose_action(_engine_after_an_abort(step), actions) == 0 for _ in range(40))
+
+    # Past any drawn latency, yet held: checkpoint 2 has not reached the receiver (by its other channels).
+    assert not crosses(60)
+    receiver.last_cp = 2  # it has: the stale barrier now meets a task persisting checkpoint 2 here
+    assert crosses(61)
+    receiver.last_cp = 1
+    assert crosses(150)  # never longer than STALE_WAIT delays after its trigger
+
+
+def test_the_checkpoint_after_an_aborted_one_is_never_held() -> None:
+    chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+    senders = [_Sender(Barrier(2, "checkpoint", "unaligned", trigger_step=0, priority=True)) for _ in range(64)]
+    other = _Sender(Buf([1], 0, 0))
+    assert all(any(chooser.choose_action(_engine_after_an_abort(1), [(1, print, sp), (1, print, other)]) == 0
+                   for _ in range(40)) for sp in senders)
+    # Without the abort, the same draws hold some of them (one in SLOW_SHARE, or a slow task's).
+    fresh = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+    assert not all(any(fresh.choose_action(_Engine(1), [(1, print, sp), (1, print, other)]) == 0 for _ in range(40))
+                   for sp in [_Sender(Barrier(2, "checkpoint", "unaligned", trigger_step=0, priority=True))
+                              for _ in range(64)])
+
+
+def test_the_checkpoint_after_an_aborted_one_moves_first() -> None:
+    """Its barriers go ahead of other work in most steps (RUSH_SHARE), so it completes within the
+    timeout while the aborted checkpoint's barriers are still around; without an abort, no preference."""
+    def barrier_picks(engine_at: Any) -> int:
+        chooser = InterleavingChooser(3, ChooserKind.WEIGHTED, barrier_delay=50)
+        picks = 0
+        for step in range(200):
+            sender = _Sender(Barrier(2, "checkpoint", "unaligned", trigger_step=step, priority=True))
+            chooser._latency[id(sender), 2] = (0, sender)  # drawn: crosses at once
+            picks += chooser.choose_action(engine_at(step), [(1, print, sender), (1, print, _Sender(Buf([1], 0, 0)))]) == 0
+        return picks
+
+    assert barrier_picks(_engine_after_an_abort) > 130  # about three in four
+    assert barrier_picks(_Engine) < 120  # about one in two
