@@ -34,6 +34,7 @@ from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import METADATA
+from cutcheck.reference.storage.guard import chk_id, jobs_of
 from cutcheck.reference.storage.inspection import CheckpointListing
 from cutcheck.reference.storage.quarantine_moves import _links_work, _move, _sha256
 from cutcheck.reference.storage.scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
@@ -135,6 +136,7 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
     if listing.unreadable:
         raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
                            f"any file, so no file is moved. Remove or fix it first.")
+    completed_since(listing)
     keep = listing.kept if keep is None else keep
     todo = sorted((f for f in reasons if f not in keep and (metadata or os.path.basename(f) != METADATA)
                    and any(inside(f, r) for r in listing.data_roots)),
@@ -192,6 +194,21 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
         batch.complete = True
         _write_manifest(batch)
     return batch
+
+
+def completed_since(listing: CheckpointListing) -> None:
+    """Refuse when a checkpoint completed after the listing was read: its _metadata may name files the listing
+    took for orphans. Looked for just before the first move, per job directory of every _metadata read (a new
+    checkpoint has a higher N than its job's newest), with one directory listing a job."""
+    store = listing.store
+    read = [os.path.join(c.path, METADATA) for c in listing.checkpoints] + list(listing.context)
+    for job in jobs_of(read, {}).values():
+        for name in store.listdir(job.path):
+            n = chk_id(name)
+            if n is not None and n > job.newest and store.isfile(os.path.join(job.path, name, METADATA)):
+                raise StorageError(f"{listing.uri(os.path.join(job.path, name))} completed while cutcheck read the "
+                                   f"checkpoints, and its {METADATA} may reference files taken for orphans, so nothing "
+                                   f"was moved; run the command again.")
 
 
 def _new_batch(base: str, started: float) -> str:
