@@ -203,9 +203,9 @@ def completed_since(listing: CheckpointListing) -> None:
     store = listing.store
     read = [os.path.join(c.path, METADATA) for c in listing.checkpoints] + list(listing.context)
     for job in jobs_of(read, {}).values():
-        for name in store.listdir(job.path):
+        for name in store.listdir(job.path, fresh=True):
             n = chk_id(name)
-            if n is not None and n > job.newest and store.isfile(os.path.join(job.path, name, METADATA)):
+            if n is not None and n > job.newest and store.stat(os.path.join(job.path, name, METADATA), fresh=True):
                 raise StorageError(f"{listing.uri(os.path.join(job.path, name))} completed while cutcheck read the "
                                    f"checkpoints, and its {METADATA} may reference files taken for orphans, so nothing "
                                    f"was moved; run the command again.")
