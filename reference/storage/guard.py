@@ -24,7 +24,7 @@ user gave and what the directory holds, never from a name that merely looks righ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,7 +36,7 @@ from cutcheck.reference.storage.files import (
     SHARED_DIR,
     TASKOWNED_DIR,
 )
-from cutcheck.reference.storage.scope import inside
+from cutcheck.reference.storage.scope import inside, is_checkpoint_dir_name
 from cutcheck.reference.storage.store import Store
 
 
@@ -167,6 +167,21 @@ def empty_checkpoint_dirs(store: Store, scope: DataScope) -> list[str]:
                 if n is not None and n < job.newest and os.path.isdir(path) and not os.path.islink(path) \
                         and not os.listdir(path):
                     found.append(path)
+    return found
+
+
+def other_case_metadata(directories: Iterable[tuple[str, Any]], uri: Callable[[str], str]) -> dict[str, str]:
+    """Files of checkpoint directories named like ``_metadata`` in another case (``_METADATA``), each with the
+    sentence why it stops deletion: on a case-insensitive file system (macOS, a Windows share) it is the
+    checkpoint's _metadata under the name it was written with, so the listing must not take the checkpoint for one
+    without (``directories``: FileTable.directories(); only chk-N and savepoint directories are looked at)."""
+    found = {}
+    for d, files in directories:
+        if is_checkpoint_dir_name(os.path.basename(d)):
+            for p in files.paths:
+                if (n := os.path.basename(p)) != METADATA and n.casefold() == METADATA:
+                    found[p] = (f"{uri(p)} is named like a checkpoint's {METADATA} in another case, which on a "
+                                f"case-insensitive file system is that checkpoint's {METADATA}")
     return found
 
 

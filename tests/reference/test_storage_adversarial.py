@@ -258,3 +258,53 @@ def test_json_report_of_a_dry_run_names_no_referenced_file(tmp_path: Path) -> No
     assert done.exit_code == 0, done.stdout + done.stderr
     report = json.loads((tmp_path / "o.json").read_text())
     assert sorted(report["orphans"]) == sorted(map(str, [j["orphan"], j["aborted"]]))
+
+
+def test_a_claimed_file_under_a_random_prefix_is_kept_when_one_job_is_given(tmp_path: Path) -> None:
+    """Entropy injection: A's shared files under X/<4 chars>/ck; B (same base) claims one of them. orphans on A's
+    job directory through the marker keeps it, moves A's real orphan there, and nothing of B's."""
+    meta_root = tmp_path / "X" / "ck"
+    da, db = tmp_path / "X" / "Ab12" / "ck" / JOB_A, tmp_path / "X" / "Cd34" / "ck" / JOB_B
+    claimed, own = da / "shared" / "claimed", da / "shared" / "s1"
+    checkpoint(meta_root / JOB_A, 5, [own, claimed], [da / "chk-5" / "p"], meta=da / "chk-5" / "m")
+    checkpoint(meta_root / JOB_A, 6, [own], [da / "chk-6" / "p"], meta=da / "chk-6" / "m")
+    checkpoint(meta_root / JOB_B, 2, [claimed, db / "shared" / "b1"], [db / "chk-2" / "p"], meta=db / "chk-2" / "m")
+    b_orphan = write(db / "shared" / "b-orphan")
+    orphan = write(da / "shared" / "orphan")
+    age_tree(tmp_path / "X")
+    gone = delete_and_restore(tmp_path / "X", str(tmp_path / "X" / "_entropy_" / "ck" / JOB_A), [claimed, own, b_orphan],
+                              quarantine_base=meta_root)
+    assert gone == [str(orphan)]
+
+
+@pytest.mark.parametrize("name", ["_METADATA", "_Metadata"])
+def test_a_checkpoint_whose_metadata_is_named_in_another_case_keeps_its_files(tmp_path: Path, name: str) -> None:
+    """On a case-insensitive file system (macOS, Windows shares) chk-3/_METADATA is chk-3's _metadata; the listing
+    sees the name as stored. Its checkpoint's files must not be taken for orphans anywhere."""
+    base = tmp_path / "ck"
+    j = two_jobs(base)
+    chk3 = checkpoint(j["a"], 3, [j["orphan"]], [j["a"] / "chk-3" / "p3"])
+    os.rename(chk3 / "_metadata", chk3 / name)
+    age_tree(base)
+    before = tree(base)
+    done = storage("orphans", str(j["a"]), "--delete", "--min-age", "0")
+    assert_user_error(done, name, "nothing is deleted")
+    assert tree(base) == before
+
+
+def test_lifecycle_counts_another_jobs_reference_to_an_old_exclusive_file(tmp_path: Path) -> None:
+    """B (restored from A in legacy mode) names a 12-day-old file of A's chk-3: the chk- rule for A must outlast it,
+    with S3's rounding (an N-day rule may delete after N-1 days)."""
+    base = tmp_path / "ck"
+    a, b = base / JOB_A, base / JOB_B
+    legacy = write(a / "chk-3" / "legacy-private")
+    checkpoint(a, 4, [a / "shared" / "s1"], [a / "chk-4" / "p4"])
+    checkpoint(a, 5, [a / "shared" / "s1"], [a / "chk-5" / "p5"])
+    checkpoint(b, 11, [b / "shared" / "b1"], [legacy])
+    age_tree(base, 86400)
+    age_tree(legacy.parent, 12 * 86400)
+    done = storage("lifecycle", str(a), "--json", str(tmp_path / "l.json"))
+    assert done.exit_code == 0, done.stdout + done.stderr
+    rules = {r["kind"]: r for r in json.loads((tmp_path / "l.json").read_text())["rules"]}
+    assert rules["shared"]["days"] is None
+    assert rules["chk"]["days"] is None or rules["chk"]["days"] - 1 > 12  # not deleted before its next checkpoint
