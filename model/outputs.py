@@ -176,7 +176,10 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool, option: str =
     if _protects_cwd(p):
         raise OutputRefused(f"{option} {path}: that is the working directory or one of its parents, which cutcheck "
                             "never replaces; name a new directory, for example {option} run-1.".replace("{option}", option))
-    if p.exists() or p.is_symlink():
+    if p.is_symlink():  # replacing would put a directory where the user's link was (and not remove its target)
+        raise OutputRefused(f"{option} {path}: a symbolic link (to {os.readlink(p)}), which cutcheck never replaces; "
+                            "name the directory it points to, or a new directory.")
+    if p.exists():
         if not p.is_dir():
             raise OutputRefused(f"{option} {path}: a file of that name exists; name a new directory.")
         if not is_cutcheck_run_dir(p):
