@@ -28,6 +28,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import (
     CHK_PREFIX,
     METADATA,
@@ -168,6 +169,21 @@ def empty_checkpoint_dirs(store: Store, scope: DataScope) -> list[str]:
                         and not os.listdir(path):
                     found.append(path)
     return found
+
+
+def completed_since(listing: Any) -> None:
+    """Refuse when a checkpoint completed after the listing was read: its _metadata may name files the listing
+    took for orphans. Looked for just before the first move, per job directory of every _metadata read (a new
+    checkpoint has a higher N than its job's newest), with one directory listing a job."""
+    store = listing.store
+    read = [os.path.join(c.path, METADATA) for c in listing.checkpoints] + list(listing.context)
+    for job in jobs_of(read, {}).values():
+        for name in store.listdir(job.path, fresh=True):
+            n = chk_id(name)
+            if n is not None and n > job.newest and store.stat(os.path.join(job.path, name, METADATA), fresh=True):
+                raise StorageError(f"{listing.uri(os.path.join(job.path, name))} completed while cutcheck read the "
+                                   f"checkpoints, and its {METADATA} may reference files taken for orphans, so nothing "
+                                   f"was moved; run the command again.")
 
 
 def other_case_metadata(directories: Iterable[tuple[str, Any]], uri: Callable[[str], str]) -> dict[str, str]:

@@ -5,6 +5,7 @@ and the tree is byte for byte what it was, with no stray file left in the quaran
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
@@ -244,3 +245,33 @@ def test_files_created_and_a_checkpoint_completed_during_the_scan_are_never_move
     assert all(p.exists() for p in [*late, *files["orphans"]])
     again = storage("orphans", str(a), "--delete", "--min-age", "0")  # the next run sees chk-6
     assert again.exit_code == 0 and files["orphans"][0].exists() and not files["orphans"][1].exists(), again.stdout
+
+
+def test_a_copied_base_restores_into_itself_never_into_the_original(tmp_path: Path) -> None:
+    """cp -r of a base with its quarantine: restore-quarantine on the copy must not write into the original (the
+    manifest's paths are absolute); it refuses, naming the base the batch belongs to."""
+    import shutil
+
+    base = tmp_path / "ck"
+    layout(base)
+    assert storage("orphans", str(base / JOB_A), "--delete", "--min-age", "0").exit_code == 0
+    copy = tmp_path / "ck-copy"
+    shutil.copytree(base, copy, symlinks=True)
+    before = {"base": tree(base), "copy": tree(copy)}
+    done = storage("restore-quarantine", str(copy))
+    assert_user_error(done, f"was made for {base} (its manifest.json says so), not for {copy}")
+    assert {"base": tree(base), "copy": tree(copy)} == before
+
+
+def test_a_manifest_naming_a_file_outside_its_batch_is_refused(tmp_path: Path) -> None:
+    base = tmp_path / "ck"
+    layout(base)
+    assert storage("orphans", str(base / JOB_A), "--delete", "--min-age", "0").exit_code == 0
+    victim = write(tmp_path / "victim", "the user's")
+    batch = next((base / QUARANTINE).iterdir())
+    manifest = json.loads((batch / "manifest.json").read_text())
+    manifest["files"][0]["stored"] = "../../../../victim"  # batch/files/ -> tmp_path
+    (batch / "manifest.json").write_text(json.dumps(manifest))
+    before = tree(tmp_path)
+    assert_user_error(storage("restore-quarantine", str(base)), "outside")
+    assert tree(tmp_path) == before and victim.exists()
