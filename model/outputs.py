@@ -7,7 +7,7 @@ everything in it is listed, unchanged, in the manifest cutcheck wrote when it fi
 (``cutcheck-files.json``: every file with its size and modification time, every directory). A file
 the user added or edited there (a notebook saved beside the logs) makes the directory refused, with
 one sentence naming that file: replacing the directory would delete it. The working directory and
-its parents are never replaced; a path that is a file is never taken for a directory. An output
+its parents, and a symbolic link (even to a run directory), are never replaced; a path that is a file is never taken for a directory. An output
 file (``--json``, ``--png``) may be overwritten only when cutcheck wrote it (a JSON object with a
 ``written_by`` field, a PNG whose ``Software`` text chunk names cutcheck). Every check here runs
 before any work starts, so a refusal costs nothing.
