@@ -156,3 +156,53 @@ def test_keep_referenced_by_in_any_spelling_keeps_its_objects(s3: S3, spelling: 
     gone = delete_and_restore(bucket, f"s3://{bucket}/ck/{JOB_A}", [k["orphan"], k["claimed"]],
                               "--keep-referenced-by", spelling.format(b=bucket))
     assert gone == []
+
+
+S3_CHILD = """
+import os, signal, sys
+from cutcheck.reference.storage.s3 import S3Store
+mode, at = sys.argv[1], int(sys.argv[2])
+count = [0]
+real = S3Store.copy if mode == "copy" else S3Store.delete
+def hook(self, *args, **kwargs):
+    count[0] += 1
+    if count[0] == at:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return real(self, *args, **kwargs)
+setattr(S3Store, mode, hook)
+from cutcheck.cli import main
+sys.argv = ["cutcheck", *sys.argv[3:]]
+main()
+"""
+
+
+@pytest.mark.parametrize(("mode", "at"), [("copy", 5), ("delete", 1)])
+def test_sigkill_in_the_middle_of_delete_on_s3_restores_exactly(s3: S3, mode: str, at: int) -> None:
+    """Killed after some copies into the quarantine (originals all there), or just before DeleteObjects: a
+    restore gives the bucket back and says how many it put back."""
+    import re
+    import subprocess
+    import sys
+
+    bucket = s3.bucket(f"adv-kill-{mode}")
+    k = two_jobs(s3, bucket)
+    orphans = [f"ck/{JOB_A}/shared/orphan-{i:02d}" for i in range(12)]
+    for key in orphans:
+        s3.put(bucket, key, key.encode())
+    stamp(bucket)
+    before = objects(bucket)
+    done = subprocess.run([sys.executable, "-c", S3_CHILD, mode, str(at), "storage", "orphans",
+                           f"s3://{bucket}/ck/{JOB_A}", "--delete", "--min-age", "0"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == -9, done.stderr
+    after = outside(objects(bucket))
+    for key in [k["claimed"], k["s1"], k["s2"], k["p4"], k["p5"]]:
+        assert after[key] == before[key]
+    gone = len([key for key in outside(before) if key not in after])
+    results = []
+    while (back := storage("restore-quarantine", f"s3://{bucket}/ck")).exit_code == 0:
+        results.append(back)
+    said = sum(int(m.group(1)) for r in results if (m := re.search(r"^restored (\d+) file", r.stdout, re.M)))
+    assert said == gone
+    assert outside(objects(bucket)) == outside(before)
+    assert not [key for key in objects(bucket) if ".cutcheck-quarantine" in key and not key.endswith("manifest.json")]
