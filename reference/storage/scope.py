@@ -96,7 +96,7 @@ def _enclosing(base: str, fs: Store) -> str:
     found, d = base, base
     while True:
         up = os.path.dirname(d)
-        if up == d or (not fs.is_local and up.count("/") < 2):  # the root; above an object store's bucket
+        if up == d or (not fs.is_local and up == "/"):  # the root; on an object store, the list of buckets
             return found
         name = os.path.basename(up)
         if is_checkpoint_dir_name(name) and fs.isfile(os.path.join(up, METADATA)):

@@ -206,3 +206,16 @@ def test_sigkill_in_the_middle_of_delete_on_s3_restores_exactly(s3: S3, mode: st
     assert said == gone
     assert outside(objects(bucket)) == outside(before)
     assert not [key for key in objects(bucket) if ".cutcheck-quarantine" in key and not key.endswith("manifest.json")]
+
+
+def test_savepoints_beside_jobs_at_the_bucket_root_keep_what_a_claim_restored_job_names(s3: S3) -> None:
+    bucket = s3.bucket("adv-root-savepoints")
+    kept = "savepoints/savepoint-0a0a0a-1111111111/kept-by-b"
+    for key in (kept, "savepoints/savepoint-0b0b0b-2222222222/x", f"{JOB_B}/chk-9/m"):
+        s3.put(bucket, key, key.encode())
+    s3.put(bucket, "savepoints/savepoint-0b0b0b-2222222222/_metadata", flink_metadata(1, [
+        (f"s3://{bucket}/savepoints/savepoint-0b0b0b-2222222222/x", [], [])]))
+    s3.put(bucket, f"{JOB_B}/chk-9/_metadata", flink_metadata(9, [
+        (f"s3://{bucket}/{JOB_B}/chk-9/m", [f"s3://{bucket}/{kept}"], [])]))
+    stamp(bucket)
+    delete_and_restore(bucket, f"s3://{bucket}/savepoints", [kept], base=f"s3://{bucket}")
