@@ -120,13 +120,12 @@ def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> Non
                            f"{fs.uri(nearest)}; give the checkpoint base or job directory that holds it ({fs.uri(holder)}).")
 
 
-def context_metadata(target: Target, fs: Store = LOCAL, own: frozenset[str] = frozenset()) -> list[str]:
-    """Every ``_metadata`` under the base that is not one of ``own`` (the directory given's, as listed), at any
-    depth: another job's checkpoint (restored in claim mode from this one) or a savepoint may reference files
-    here, wherever under the base it lies. On a local disk directories reached through a symbolic link count
-    too (a job directory linked into the base is under it as the operator sees it; the listing follows no link,
-    so its _metadata is read here), each real directory once. cutcheck's quarantine is never read, nor shared/
-    and taskowned/ (data only: the largest directories, no _metadata)."""
+def context_metadata(target: Target, fs: Store = LOCAL) -> list[str]:
+    """Every ``_metadata`` under the base whose real path lies outside the directory given, at any depth:
+    another job's checkpoint (restored in claim mode from this one) or a savepoint may reference files here,
+    wherever under the base it lies. On a local disk directories reached through a symbolic link count too (a
+    job directory linked into the base is under it as the operator sees it; the listing follows no link, so its
+    _metadata is read here), each real directory once. cutcheck's quarantine is never read."""
     if fs.is_local:
         found: set[str] = set()
         seen: set[str] = set()
@@ -136,10 +135,13 @@ def context_metadata(target: Target, fs: Store = LOCAL, own: frozenset[str] = fr
                 dirs[:] = []
                 continue
             seen.add(real)
-            dirs[:] = sorted(n for n in dirs if n not in (QUARANTINE_DIR, *_LAYOUT))
+            # Inside the directory given (listed already) only links are looked for: shared/ and taskowned/ there
+            # hold data only, and are the largest directories of a base.
+            mine = inside(real, target.path)
+            dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR and not (mine and n in _LAYOUT))
             if METADATA in names and os.path.isfile(os.path.join(d, METADATA)):
                 found.add(fs.realpath(os.path.join(d, METADATA)))
-        return sorted(found - own)
+        return sorted(m for m in found if not inside(m, target.path))
     if target.base == target.path:
         return []
     quarantine = os.path.join(target.base, QUARANTINE_DIR)
