@@ -250,8 +250,8 @@ def lifecycle(listing: CheckpointListing, expire_days: int | None = None, now: f
     """The report on an inspection's keep-set and files (their modification or LastModified times). Refused while
     a _metadata cannot be read: it may reference any file, so no rule can be called safe."""
     if listing.unreadable:
-        first = listing.unreadable[0]
-        why = listing.why_unreadable.get(first, f"{listing.uri(first)}: unreadable checkpoint metadata").rstrip(".")
+        bad = listing.unreadable[0]
+        why = listing.why_unreadable.get(bad, f"{listing.uri(bad)}: unreadable checkpoint metadata").rstrip(".")
         raise StorageError(f"{why}; that _metadata may reference any file here, so no lifecycle rule can be called "
                            "safe: fix or remove it (or set its checkpoint aside) first.")
     now = time.time() if now is None else now
