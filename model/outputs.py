@@ -7,7 +7,7 @@ everything in it is listed, unchanged, in the manifest cutcheck wrote when it fi
 (``cutcheck-files.json``: every file with its size and modification time, every directory). A file
 the user added or edited there (a notebook saved beside the logs) makes the directory refused, with
 one sentence naming that file: replacing the directory would delete it. The working directory and
-its parents are never replaced; a path that is a file is never taken for a directory. An output
+its parents, and a symbolic link (even to a run directory), are never replaced; a path that is a file is never taken for a directory. An output
 file (``--json``, ``--png``) may be overwritten only when cutcheck wrote it (a JSON object with a
 ``written_by`` field, a PNG whose ``Software`` text chunk names cutcheck). Every check here runs
 before any work starts, so a refusal costs nothing.
@@ -176,7 +176,10 @@ def check_output_dir(path: str | os.PathLike[str], *, force: bool, option: str =
     if _protects_cwd(p):
         raise OutputRefused(f"{option} {path}: that is the working directory or one of its parents, which cutcheck "
                             "never replaces; name a new directory, for example {option} run-1.".replace("{option}", option))
-    if p.exists() or p.is_symlink():
+    if p.is_symlink():  # replacing would put a directory where the user's link was (and not remove its target)
+        raise OutputRefused(f"{option} {path}: a symbolic link (to {os.readlink(p)}), which cutcheck never replaces; "
+                            "name the directory it points to, or a new directory.")
+    if p.exists():
         if not p.is_dir():
             raise OutputRefused(f"{option} {path}: a file of that name exists; name a new directory.")
         if not is_cutcheck_run_dir(p):

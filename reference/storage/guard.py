@@ -24,10 +24,11 @@ user gave and what the directory holds, never from a name that merely looks righ
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import (
     CHK_PREFIX,
     METADATA,
@@ -36,7 +37,7 @@ from cutcheck.reference.storage.files import (
     SHARED_DIR,
     TASKOWNED_DIR,
 )
-from cutcheck.reference.storage.scope import inside
+from cutcheck.reference.storage.scope import inside, is_checkpoint_dir_name
 from cutcheck.reference.storage.store import Store
 
 
@@ -167,6 +168,36 @@ def empty_checkpoint_dirs(store: Store, scope: DataScope) -> list[str]:
                 if n is not None and n < job.newest and os.path.isdir(path) and not os.path.islink(path) \
                         and not os.listdir(path):
                     found.append(path)
+    return found
+
+
+def completed_since(listing: Any) -> None:
+    """Refuse when a checkpoint completed after the listing was read: its _metadata may name files the listing
+    took for orphans. Looked for just before the first move, per job directory of every _metadata read (a new
+    checkpoint has a higher N than its job's newest), with one directory listing a job."""
+    store = listing.store
+    read = [os.path.join(c.path, METADATA) for c in listing.checkpoints] + list(listing.context)
+    for job in jobs_of(read, {}).values():
+        for name in store.listdir(job.path, fresh=True):
+            n = chk_id(name)
+            if n is not None and n > job.newest and store.stat(os.path.join(job.path, name, METADATA), fresh=True):
+                raise StorageError(f"{listing.uri(os.path.join(job.path, name))} completed while cutcheck read the "
+                                   f"checkpoints, and its {METADATA} may reference files taken for orphans, so nothing "
+                                   f"was moved; run the command again.")
+
+
+def other_case_metadata(directories: Iterable[tuple[str, Any]], uri: Callable[[str], str]) -> dict[str, str]:
+    """Files of checkpoint directories named like ``_metadata`` in another case (``_METADATA``), each with the
+    sentence why it stops deletion: on a case-insensitive file system (macOS, a Windows share) it is the
+    checkpoint's _metadata under the name it was written with, so the listing must not take the checkpoint for one
+    without (``directories``: FileTable.directories(); only chk-N and savepoint directories are looked at)."""
+    found = {}
+    for d, files in directories:
+        if is_checkpoint_dir_name(os.path.basename(d)):
+            for p in files.paths:
+                if (n := os.path.basename(p)) != METADATA and n.casefold() == METADATA:
+                    found[p] = (f"{uri(p)} is named like a checkpoint's {METADATA} in another case, which on a "
+                                f"case-insensitive file system is that checkpoint's {METADATA}")
     return found
 
 

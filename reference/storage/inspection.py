@@ -1,7 +1,6 @@
 """Inspecting a checkpoint directory: its checkpoints, what each references, and the orphans.
 
-The data model is independent of who wrote the directory, so that a reader of real Flink
-checkpoints (``_metadata`` read through PyFlink's Java gateway) can produce the same listing:
+The data model is independent of who wrote the directory (Flink's own loader through PyFlink gives the same):
 
     CheckpointListing(root, checkpoints, shared, orphans, taskowned, unreadable, base, too_young,
                       context, rerooted, scope, data_roots)
@@ -86,6 +85,7 @@ from cutcheck.reference.storage.guard import (  # orphan_reason: imported from h
     empty_checkpoint_dirs,
     orphan_reason,  # noqa: F401
     orphan_reasons,
+    other_case_metadata,
 )
 from cutcheck.reference.storage.meta import CheckpointRefs, referenced_files
 from cutcheck.reference.storage.references import Canonical
@@ -322,8 +322,8 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     read_refs = _store_reader(store, reader)
     checkpoints: list[CheckpointInfo] = []
     context_files: dict[str, list[str]] = {}
-    unreadable: list[str] = []
-    why_unreadable: dict[str, str] = {}
+    why_unreadable = other_case_metadata(table.directories(), store.uri)  # then nothing is an orphan either
+    unreadable = list(why_unreadable)
     kept = Kept(table)  # every path some _metadata names (and the _metadata themselves), each string once
     for m in [*metas, *others]:
         kept.add(m)

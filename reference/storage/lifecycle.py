@@ -40,6 +40,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import METADATA, SHARED_DIR, TASKOWNED_DIR
 from cutcheck.reference.storage.guard import chk_id
 from cutcheck.reference.storage.inspection import CheckpointListing
@@ -246,7 +247,13 @@ def _advice(listing: CheckpointListing, users: dict[str, list[str]], created: di
 
 
 def lifecycle(listing: CheckpointListing, expire_days: int | None = None, now: float | None = None) -> LifecycleReport:
-    """The report on an inspection's keep-set and files (their modification or LastModified times)."""
+    """The report on an inspection's keep-set and files (their modification or LastModified times). Refused while
+    a _metadata cannot be read: it may reference any file, so no rule can be called safe."""
+    if listing.unreadable:
+        bad = listing.unreadable[0]
+        why = listing.why_unreadable.get(bad, f"{listing.uri(bad)}: unreadable checkpoint metadata").rstrip(".")
+        raise StorageError(f"{why}; that _metadata may reference any file here, so no lifecycle rule can be called "
+                           "safe: fix or remove it (or set its checkpoint aside) first.")
     now = time.time() if now is None else now
     store = listing.store
     created = {p: i.mtime for p, i in listing.infos.items()}

@@ -29,11 +29,13 @@ import os
 import shutil
 import stat
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from cutcheck.model.errors import StorageError
 from cutcheck.reference.storage.files import METADATA
+from cutcheck.reference.storage.guard import completed_since
 from cutcheck.reference.storage.inspection import CheckpointListing
 from cutcheck.reference.storage.quarantine_moves import _links_work, _move, _sha256
 from cutcheck.reference.storage.scope import QUARANTINE_DIR, inside, is_checkpoint_dir_name
@@ -135,6 +137,7 @@ def quarantine(listing: CheckpointListing, reasons: dict[str, str], *, min_age: 
     if listing.unreadable:
         raise StorageError(f"{listing.uri(listing.unreadable[0])}: unreadable checkpoint metadata; it may reference "
                            f"any file, so no file is moved. Remove or fix it first.")
+    completed_since(listing)
     keep = listing.kept if keep is None else keep
     todo = sorted((f for f in reasons if f not in keep and (metadata or os.path.basename(f) != METADATA)
                    and any(inside(f, r) for r in listing.data_roots)),
@@ -291,6 +294,21 @@ class Restored:
         return sum(m.size for m in self.restored)
 
 
+def belongs(batch: Batch, uri: Callable[[str], str] = str) -> None:
+    """A batch is put back only into the base it was made for, and only as its manifest's plain paths say: a
+    copied or moved base (its manifest names the original's absolute paths) would write into the original."""
+    home = os.path.dirname(os.path.dirname(batch.path))
+    if os.path.normpath(batch.base) != home:
+        raise StorageError(f"batch {batch.name} was made for {uri(batch.base)} (its {MANIFEST} says so), not for "
+                           f"{uri(home)}: a copied or moved quarantine would put its files back into the original; "
+                           f"restore it there, or by hand (nothing was restored).")
+    for m in batch.files:
+        if os.path.isabs(m.stored) or m.stored.startswith("..") or os.path.normpath(m.stored) != m.stored \
+                or not os.path.isabs(m.original) or os.path.normpath(m.original) != m.original:
+            raise StorageError(f"batch {batch.name}: its {MANIFEST} names {m.stored!r} for {m.original!r}, outside the "
+                               f"batch or not a plain absolute path, so cutcheck leaves it alone (nothing was restored).")
+
+
 def restore_batch(base: str, name: str | None = None, endpoint_url: str | None = None) -> Restored:
     """Put a batch (default: the newest) back where its files were; refuse rather than overwrite."""
     remote = _remote(base, endpoint_url)
@@ -300,6 +318,7 @@ def restore_batch(base: str, name: str | None = None, endpoint_url: str | None =
         return storage_quarantine_store.restore_batch(*remote, name)
     base = local_form(base) or base
     batch = pick_batch(batches(base), base, name)
+    belongs(batch)
     result = Restored(batch)
     todo: list[tuple[Moved, str]] = []
     stray: list[str] = []

@@ -30,6 +30,7 @@ from cutcheck.reference.storage.quarantine import (
     Moved,
     Restored,
     _anchor,
+    belongs,
     load_batch_json,
     pick_batch,
 )
@@ -134,6 +135,7 @@ def restore_batch(store: Store, base: str, name: str | None = None) -> Restored:
     """storage_quarantine.restore_batch on an object store: copy back, check, delete the stored copies."""
 
     batch = pick_batch(batches(store, base), store.uri(base), name)
+    belongs(batch, store.uri)
     result = Restored(batch)
     stored_infos = {i.path: i for i in store.files(os.path.join(batch.path, FILES))}
     todo: list[tuple[Moved, str]] = []

@@ -261,13 +261,13 @@ class S3Store:
         page = next(self._pages(path, key.rstrip("/") + "/" if key else "", "/"))
         return bool(page.get("Contents") or page.get("CommonPrefixes"))
 
-    def listdir(self, path: str) -> list[str]:
+    def listdir(self, path: str, fresh: bool = False) -> list[str]:
         path = posixpath.normpath(path)
         bucket, key = self._split(path)
         if not bucket:
             return []
         prefix = key.rstrip("/") + "/" if key else ""
-        if self._cached(path):
+        if self._cached(path) and not fresh:
             return sorted(self._cached_names(path))
         names: set[str] = set()
         for page in self._pages(path, prefix, "/"):

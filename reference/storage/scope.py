@@ -82,10 +82,29 @@ def locate(path: str, fs: Store = LOCAL) -> Target:
                                f"job directory or the checkpoint base instead.")
         parent = os.path.dirname(path)
         base = os.path.dirname(parent) if name.startswith(CHK_PREFIX) and _is_job_dir(parent, fs) else parent
-        return Target(path, base, "checkpoint")
+        return Target(path, _enclosing(base, fs), "checkpoint")
     if _is_job_dir(path, fs):
-        return Target(path, os.path.dirname(path), "job")
-    return Target(path, path, "base")
+        return Target(path, _enclosing(os.path.dirname(path), fs), "job")
+    return Target(path, _enclosing(path, fs), "base")
+
+
+def _enclosing(base: str, fs: Store) -> str:
+    """The outermost checkpoint base holding ``base``: a directory given may lie inside another's layout (savepoints
+    kept below the checkpoint base, a base configured inside a chk-N), and that layout's _metadata may name files
+    here (a job restored in claim mode from a savepoint), so the base grows to take them in. An ancestor counts when
+    it is a checkpoint directory with _metadata (then its job directory's parent), or holds a job directory."""
+    found, d = base, base
+    while True:
+        up = os.path.dirname(d)
+        if up == d or (not fs.is_local and up == "/"):  # the root; on an object store, the list of buckets
+            return found
+        name = os.path.basename(up)
+        if is_checkpoint_dir_name(name) and fs.isfile(os.path.join(up, METADATA)):
+            job = os.path.dirname(up)
+            found = os.path.dirname(job) if name.startswith(CHK_PREFIX) and _is_job_dir(job, fs) else job
+        elif any(_JOB_ID.match(n) and _holds_layout(os.path.join(up, n), fs) for n in fs.listdir(up)):
+            found = up
+        d = up
 
 
 def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> None:
@@ -102,18 +121,29 @@ def require_metadata(target: Target, metas: list[str], fs: Store = LOCAL) -> Non
 
 
 def context_metadata(target: Target, fs: Store = LOCAL) -> list[str]:
-    """Every ``_metadata`` under the base outside the directory given, at any depth: another job's
-    checkpoint (restored in claim mode from this one) or a savepoint may reference files here, wherever
-    under the base it lies. cutcheck's quarantine is never read."""
+    """Every ``_metadata`` under the base whose real path lies outside the directory given, at any depth:
+    another job's checkpoint (restored in claim mode from this one) or a savepoint may reference files here,
+    wherever under the base it lies. On a local disk directories reached through a symbolic link count too (a
+    job directory linked into the base is under it as the operator sees it; the listing follows no link, so its
+    _metadata is read here), each real directory once. cutcheck's quarantine is never read."""
+    if fs.is_local:
+        found: set[str] = set()
+        seen: set[str] = set()
+        for d, dirs, names in os.walk(target.base, followlinks=True):
+            real = os.path.realpath(d)
+            if real in seen:  # a link back up, or a second link to one directory
+                dirs[:] = []
+                continue
+            seen.add(real)
+            # Inside the directory given (listed already) only links are looked for: shared/ and taskowned/ there
+            # hold data only, and are the largest directories of a base.
+            mine = inside(real, target.path)
+            dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR and not (mine and n in _LAYOUT))
+            if METADATA in names and os.path.isfile(os.path.join(d, METADATA)):
+                found.add(fs.realpath(os.path.join(d, METADATA)))
+        return sorted(m for m in found if not inside(m, target.path))
     if target.base == target.path:
         return []
-    if fs.is_local:
-        found = []
-        for d, dirs, names in os.walk(target.base):
-            dirs[:] = sorted(n for n in dirs if n != QUARANTINE_DIR and not inside(os.path.join(d, n), target.path))
-            if METADATA in names and os.path.isfile(os.path.join(d, METADATA)):
-                found.append(fs.realpath(os.path.join(d, METADATA)))
-        return sorted(m for m in found if not inside(m, target.path))
     quarantine = os.path.join(target.base, QUARANTINE_DIR)
     return sorted(fs.realpath(f.path) for f in fs.files(target.base) if os.path.basename(f.path) == METADATA
                   and not inside(f.path, target.path) and not inside(f.path, quarantine))

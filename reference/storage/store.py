@@ -56,7 +56,7 @@ class Store(Protocol):
     def realpath(self, path: str) -> str: ...
     def isdir(self, path: str) -> bool: ...
     def isfile(self, path: str) -> bool: ...
-    def listdir(self, path: str) -> list[str]: ...
+    def listdir(self, path: str, fresh: bool = False) -> list[str]: ...  # fresh: asked again, never a cached listing
     def files(self, root: str) -> list[FileInfo]: ...
     def stat(self, path: str, fresh: bool = False) -> FileInfo | None: ...
     def read(self, path: str) -> bytes | None: ...
@@ -106,7 +106,7 @@ class LocalStore:
     def isfile(self, path: str) -> bool:
         return os.path.isfile(path)
 
-    def listdir(self, path: str) -> list[str]:
+    def listdir(self, path: str, fresh: bool = False) -> list[str]:
         try:
             return os.listdir(path)
         except OSError:
@@ -244,7 +244,7 @@ class ArrowStore:
     def isfile(self, path: str) -> bool:
         return self.stat(path) is not None
 
-    def listdir(self, path: str) -> list[str]:
+    def listdir(self, path: str, fresh: bool = False) -> list[str]:
         import pyarrow.fs as pafs
 
         if not self.isdir(path):
