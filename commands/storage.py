@@ -64,6 +64,10 @@ def _reader(name: str) -> Callable[[str], Any]:
         from cutcheck.flink_bridge.checkpoints import any_referenced_files
     else:
         from cutcheck.reference.storage.flink_metadata import any_referenced_files
+
+        # Unsorted: the inspection orders what it resolves by position in its listing (integers), cheaper than
+        # sorting hundreds of thousands of path strings here.
+        return functools.partial(any_referenced_files, sort=False)
     return any_referenced_files
 
 

@@ -189,11 +189,11 @@ class _Collector:
             else:
                 files[folder[1]].append(folder[0] + "/" + name)
 
-    def refs(self, meta: FlinkMetadata, size: int) -> CheckpointRefs:
+    def refs(self, meta: FlinkMetadata, size: int, sort: bool = True) -> CheckpointRefs:
         name = os.path.basename(self.chk_dir)
         savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"
         job = os.path.basename(os.path.dirname(self.chk_dir)) if name.startswith("chk-") else ""
-        files = {scope: _sorted_once(self.files.pop(scope)) for scope in SCOPES}
+        files = {scope: _sorted_once(self.files.pop(scope)) if sort else self.files.pop(scope) for scope in SCOPES}
         return CheckpointRefs(meta.checkpoint_id, "savepoint" if savepoint else "checkpoint", job, self.chk_dir,
                               files, inlined_bytes=self.inlined, metadata_bytes=size)
 
@@ -206,10 +206,12 @@ def refs_of(meta: FlinkMetadata, chk_dir: str, size: int) -> CheckpointRefs:
     return collector.refs(meta, size)
 
 
-def refs_of_bytes(data: bytes, chk_dir: str, source: str) -> CheckpointRefs:
-    """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once."""
+def refs_of_bytes(data: bytes, chk_dir: str, source: str, *, sort: bool = True) -> CheckpointRefs:
+    """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once; with
+    ``sort=False`` each scope's paths stay in the order the file names them, repeats included (for a caller
+    that orders them itself more cheaply: the storage inspection sorts positions in its listing, not strings)."""
     collector = _Collector(chk_dir)
-    return collector.refs(decode(data, source, sink=collector), len(data))
+    return collector.refs(decode(data, source, sink=collector), len(data), sort)
 
 
 def _sorted_once(paths: list[str]) -> list[str]:
@@ -229,8 +231,9 @@ def _folder(head: str) -> tuple[str, str] | None:
     return base, scope_of(base + "/x")
 
 
-def referenced_files(directory: str) -> CheckpointRefs:
-    """What one Flink checkpoint or savepoint directory references, by scope, as absolute paths (no JVM)."""
+def referenced_files(directory: str, *, sort: bool = True) -> CheckpointRefs:
+    """What one Flink checkpoint or savepoint directory references, by scope, as absolute paths (no JVM); each scope
+    sorted without repeats, or with ``sort=False`` as ``refs_of_bytes`` gives them."""
     chk_dir = os.path.abspath(directory)
     path = os.path.join(chk_dir, METADATA)
     if not os.path.isfile(path):
@@ -240,7 +243,7 @@ def referenced_files(directory: str) -> CheckpointRefs:
             data = fh.read()
     except OSError as exc:
         raise StorageError(f"{path}: cannot read it ({exc.strerror or exc}).") from None
-    return refs_of_bytes(data, chk_dir, path)
+    return refs_of_bytes(data, chk_dir, path, sort=sort)
 
 
 def is_flink_metadata(path: str) -> bool:
@@ -251,9 +254,10 @@ def is_flink_metadata(path: str) -> bool:
         return False
 
 
-def any_referenced_files(directory: str) -> CheckpointRefs:
-    """The storage CLI's reader without Java: Flink's binary _metadata here, cutcheck's JSON otherwise."""
+def any_referenced_files(directory: str, *, sort: bool = True) -> CheckpointRefs:
+    """The storage CLI's reader without Java: Flink's binary _metadata here (``sort``: see ``referenced_files``),
+    cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
-        return referenced_files(directory)
+        return referenced_files(directory, sort=sort)
 
     return cutcheck_referenced_files(directory)

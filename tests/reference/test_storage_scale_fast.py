@@ -1,0 +1,101 @@
+"""The storage inspection's shortcuts for the usual case (a job's references all listed files of its ``shared/``)
+give the general path's answers: references resolved in any order, with repeats, by the one-directory path, and
+Flink ``_metadata`` read without sorting (``sort=False``, as ``storage ls/orphans`` read it). Each test also checks
+that the shortcut was taken, so that it cannot silently fall back to the general path. No timings
+(benchmarks/bench_storage_scale.py)."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from cutcheck.reference.storage.filetable import FileTable
+from cutcheck.reference.storage.flink_metadata import any_referenced_files
+from cutcheck.reference.storage.local_scan import scan_local
+from cutcheck.reference.storage.references import Canonical
+from cutcheck.reference.storage.store import LOCAL
+from cutcheck.reference.storage.traversal import Kept
+from tests.reference.test_storage_scale import bench
+
+
+def _table(base: Path) -> FileTable:
+    table = FileTable()
+    for d, files in scan_local(str(base)):
+        table.add(d, files)
+    return table
+
+
+def _general(table: FileTable, refs: list[str], monkeypatch: pytest.MonkeyPatch) -> tuple[list[str], list[int]]:
+    """The general path's answer (the shortcut switched off), on a fresh copy of the marks."""
+    with monkeypatch.context() as m:
+        m.setattr(Canonical, "_all_listed", lambda self, refs: None)
+        by_scope, sizes = Canonical(LOCAL, table).resolve({"shared": list(refs)}, Kept(table))
+    return by_scope["shared"], list(sizes["shared"])
+
+
+def _marked(table: FileTable) -> set[str]:
+    return {p for _, f in table.directories() for p, m in zip(f.paths, f.marks, strict=True) if m}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_one_directorys_references_in_any_order_resolve_as_the_general_path(
+        tmp_path: Path, seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    rng = random.Random(seed)
+    shared = tmp_path / "b" / "job" / "shared"
+    (shared / "sub").mkdir(parents=True)
+    (tmp_path / "b" / "via").symlink_to(shared, target_is_directory=True)
+    names = [f"{rng.getrandbits(40):010x}" for _ in range(rng.randrange(1, 40))]
+    for n in names:
+        (shared / n).write_bytes(b"x" * rng.randrange(0, 9))
+    (shared / "sub" / "deep").write_bytes(b"d")
+    (shared / "ln").symlink_to(shared / names[0])
+    refs = [str(shared / n) for n in rng.sample(names, rng.randrange(1, len(names) + 1))]
+    refs += rng.sample(refs, rng.randrange(0, len(refs) + 1))  # repeats, as two handles may name one file
+    rng.shuffle(refs)
+    plain = seed % 2 == 0  # half the cases the usual one; the others hold one reference the shortcut must refuse
+    odd = None if plain else rng.choice(["missing", "sub/deep", "ln", "..", ".", "via"])
+    via = odd == "via"  # all named through a symlinked directory: not the listing's canonical directory
+    if odd is not None and not via:
+        refs.insert(rng.randrange(len(refs) + 1), f"{shared}/{odd}")
+    if via:
+        refs = [r.replace(str(shared), str(tmp_path / "b" / "via")) for r in refs]
+
+    want = _general(_table(tmp_path / "b"), refs, monkeypatch)
+    table = _table(tmp_path / "b")
+    taken = []
+    shortcut = Canonical._all_listed
+
+    def spy(self: Canonical, refs: list[str]) -> object:
+        answer = shortcut(self, refs)
+        if refs:  # the scopes without references are the general path's (nothing to resolve)
+            taken.append(answer is not None)
+        return answer
+
+    monkeypatch.setattr(Canonical, "_all_listed", spy)
+    by_scope, sizes = Canonical(LOCAL, table).resolve({"shared": list(refs)}, Kept(table))
+    assert (by_scope["shared"], list(sizes["shared"])) == want
+    assert _marked(table) == {p for p, s in zip(*want, strict=True) if s >= 0 and p in table}
+    assert taken == [plain]  # the shortcut takes exactly the plain case
+    found = table.find(by_scope["shared"][0])
+    if found is not None:  # the table's own string, not a copy
+        assert by_scope["shared"][0] is found[0].paths[found[1]]
+
+
+def test_flink_metadata_read_unsorted_names_what_the_sorted_read_names(tmp_path: Path) -> None:
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 3000)
+    chk = base / bench.JOB / "chk-2"
+    sorted_refs, unsorted = any_referenced_files(str(chk)), any_referenced_files(str(chk), sort=False)
+    assert sorted_refs.files["shared"] == sorted(set(sorted_refs.files["shared"]))
+    assert unsorted.files["shared"] != sorted_refs.files["shared"]  # the file's own order (the test means something)
+    for scope, paths in sorted_refs.files.items():
+        assert sorted(set(unsorted.files[scope])) == paths
+    assert (unsorted.id, unsorted.kind, unsorted.job, unsorted.inlined_bytes, unsorted.metadata_bytes) == \
+        (sorted_refs.id, sorted_refs.kind, sorted_refs.job, sorted_refs.inlined_bytes, sorted_refs.metadata_bytes)
+    table = _table(base)
+    by_scope, _ = Canonical(LOCAL, table).resolve(unsorted.files, Kept(table))
+    assert by_scope["shared"] == sorted_refs.files["shared"]
+    assert all(os.path.isfile(p) for p in by_scope["shared"])
