@@ -38,6 +38,7 @@ from array import array
 from collections.abc import Iterator
 
 from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.files import METADATA
 from cutcheck.reference.storage.filetable import DirFiles, dir_files
 from cutcheck.reference.storage.store import QUARANTINE_DIR, Progress
 
@@ -46,9 +47,11 @@ SPLIT = 100_000  # names in one directory from which a child process takes half 
 _COUNTS = struct.Struct("<qq")  # the child's answer: how many stats, how many vanished; then the three arrays
 
 
-def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
+def scan_local(root: str, progress: Progress | None = None, defer: bool = False) -> Iterator[tuple[str, DirFiles]]:
     """Every regular file under ``root`` (or ``root`` itself when it is one), a directory at a time: what
-    ``LocalStore.scan`` yields (see the module docstring), directory by directory in the same order."""
+    ``LocalStore.scan`` yields (see the module docstring), directory by directory in the same order. With
+    ``defer``, a directory of ``SPLIT`` names or more without a ``_metadata`` is listed without its files' sizes
+    and times (``DirFiles.pending``: ``FileTable.settle`` reads those of the unreferenced ones later)."""
     top = os.path.realpath(root)
     if os.path.isfile(top):
         st = os.stat(top)
@@ -57,7 +60,7 @@ def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[st
     stack, seen = [top], 0
     while stack:
         directory = stack.pop()
-        files = _directory(directory, stack)
+        files = _directory(directory, stack, defer)
         if files is not None:
             seen += len(files.paths)
             if progress is not None:
@@ -65,7 +68,7 @@ def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[st
             yield directory, files
 
 
-def _directory(directory: str, stack: list[str]) -> DirFiles | None:
+def _directory(directory: str, stack: list[str], defer: bool = False) -> DirFiles | None:
     """The files of one directory (None when it has none or cannot be read); its subdirectories go on ``stack``
     in the order the directory lists them, as LocalStore.scan pushes them."""
     prefix = directory + "/" if directory != "/" else "/"
@@ -92,6 +95,9 @@ def _directory(directory: str, stack: list[str]) -> DirFiles | None:
         if not names:
             return None
         names.sort()
+        if defer and len(names) >= SPLIT and METADATA not in names:
+            return DirFiles(list(map(prefix.__add__, names)), array("q", bytes(8 * len(names))),
+                            array("d", bytes(8 * len(names))), pending=True)
         sizes, mtimes, gone = _stat_split(names, fd, prefix) if _may_fork(len(names)) else _stat_all(names, fd, prefix)
         if gone:  # vanished before their stat (rare)
             names = [n for i, n in enumerate(names) if i not in gone]

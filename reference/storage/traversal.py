@@ -18,6 +18,7 @@ import re
 from array import array
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from itertools import compress, groupby, repeat
 from operator import contains, itemgetter, not_
 from stat import S_ISREG
@@ -37,11 +38,12 @@ Progress = Callable[[str, int, "int | None"], None]  # (stage, done, total): "li
 
 
 def scan_into(table: FileTable, store: Store, root: str, progress: Progress | None,
-               keep_dir: Callable[[str], bool] = lambda d: True) -> None:
-    """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts)."""
+               keep_dir: Callable[[str], bool] = lambda d: True, defer: bool = False) -> None:
+    """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts);
+    ``defer``: a local listing may leave large directories' sizes and times to ``FileTable.settle``."""
     done = len(table)
     tick = (lambda n: progress("listed", done + n, None)) if progress is not None else None
-    scan = scan_local if isinstance(store, LocalStore) else getattr(store, "scan", None)
+    scan = partial(scan_local, defer=defer) if isinstance(store, LocalStore) else getattr(store, "scan", None)
     if scan is not None:
         for directory, files in scan(root, tick):
             if keep_dir(directory):
