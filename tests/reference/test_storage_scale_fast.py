@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+import time
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,89 @@ def test_flink_metadata_read_unsorted_names_what_the_sorted_read_names(tmp_path:
     by_scope, _ = Canonical(LOCAL, table).resolve(unsorted.files, Kept(table))
     assert by_scope["shared"] == sorted_refs.files["shared"]
     assert all(os.path.isfile(p) for p in by_scope["shared"])
+
+
+# ---------------------------------------------------------------------------- a dry run's deferred listing
+def _base(tmp_path: Path) -> Path:
+    """A Flink-format base of 3000 files (benchmarks' layout): 10 % orphans, two days old; some of those made
+    young, and a chk-N newer than the newest completed checkpoint (in progress)."""
+    base = tmp_path / "ckpts"
+    bench.build_local(str(base), 3000)
+    shared = base / bench.JOB / "shared"
+    _, _, orphans = bench.layout(3000, str(base))
+    now = time.time()
+    for f in orphans[:7]:
+        os.utime(f, (now - 60, now - 60))  # too young for --min-age 1h, older than the newest _metadata
+    for chk in base.glob(f"{bench.JOB}/chk-*"):
+        os.utime(chk / "_metadata", (now, now))
+    (base / bench.JOB / "chk-9").mkdir()
+    (base / bench.JOB / "chk-9" / "part").write_bytes(b"running")
+    assert len(os.listdir(shared)) > 2000
+    return base
+
+
+def _answers(listing: object) -> dict[str, object]:
+    names = ("orphans", "too_young", "in_progress", "taskowned", "rerooted", "empty_dirs", "unreadable", "data_roots")
+    out: dict[str, object] = {n: getattr(listing, n) for n in names}
+    out["checkpoints"] = [(c.key, c.files, c.missing, c.outside) for c in listing.checkpoints]  # type: ignore[attr-defined]
+    out["shared"] = listing.shared  # type: ignore[attr-defined]
+    infos = listing.infos  # type: ignore[attr-defined]
+    unreferenced = [*listing.orphans, *listing.too_young, *listing.in_progress]  # type: ignore[attr-defined]
+    out["unreferenced_infos"] = [(infos[f].size, infos[f].mtime) for f in unreferenced]
+    return out
+
+
+def test_a_deferred_listing_finds_what_an_eager_one_finds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from cutcheck.reference.storage import local_scan
+    from cutcheck.reference.storage.inspection import inspect
+
+    base = _base(tmp_path)
+    monkeypatch.setattr(local_scan, "SPLIT", 1000)  # shared/ (2700 files) is a large directory
+    eager = inspect(base, any_referenced_files, min_age=3600)
+    deferred = inspect(base, any_referenced_files, min_age=3600, referenced_sizes=False)
+    assert _answers(deferred) == _answers(eager)
+    assert eager.orphans and eager.too_young and eager.in_progress  # each kind met
+    shared = deferred.infos.files_in(str(base / bench.JOB / "shared"))
+    assert shared is not None and shared.pending  # deferred, and its referenced files never stat'ed:
+    referenced = next(p for p, m in zip(shared.paths, shared.marks, strict=True) if m)
+    assert deferred.infos[referenced].size == 0 and eager.infos[referenced].size == 3
+    assert not eager.infos.files_in(str(base / bench.JOB / "shared")).pending
+
+
+def test_a_file_that_vanishes_before_its_deferred_stat_is_left_out(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from cutcheck.reference.storage import local_scan
+    from cutcheck.reference.storage.inspection import inspect
+
+    base = _base(tmp_path)
+    monkeypatch.setattr(local_scan, "SPLIT", 1000)
+    _, _, orphans = bench.layout(3000, str(base))
+    gone = orphans[-1]
+
+    def reader(directory: str) -> object:  # the orphan is removed after the listing, before its stat
+        if os.path.exists(gone):
+            os.remove(gone)
+        return any_referenced_files(directory)
+
+    deferred = inspect(base, reader, min_age=3600, referenced_sizes=False)  # type: ignore[arg-type]
+    eager = inspect(base, any_referenced_files, min_age=3600)
+    assert gone not in deferred.orphans and gone not in deferred.infos
+    assert _answers(deferred) == _answers(eager) and len(deferred.infos) == len(eager.infos)
+
+
+def test_the_dry_run_prints_what_an_eager_listing_prints(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+    from cutcheck.reference.storage import local_scan
+
+    base = _base(tmp_path)
+    runner = CliRunner()
+    printed = []
+    for split in (1000, 10**9):  # shared/ deferred, then listed eagerly (never reaches SPLIT)
+        monkeypatch.setattr(local_scan, "SPLIT", split)
+        result = runner.invoke(app, ["storage", "orphans", str(base), "--json", str(tmp_path / f"o{split}.json")])
+        assert result.exit_code == 0, result.output
+        printed.append((result.output, (tmp_path / f"o{split}.json").read_text()))
+    assert printed[0] == printed[1]
+    assert "too young" in printed[0][0] and "in progress" in printed[0][0]
