@@ -186,3 +186,30 @@ def test_the_dry_run_prints_what_an_eager_listing_prints(tmp_path: Path, monkeyp
         printed.append((result.output, (tmp_path / f"o{split}.json").read_text()))
     assert printed[0] == printed[1]
     assert "too young" in printed[0][0] and "in progress" in printed[0][0]
+
+
+def test_rerooting_passes_over_runs_in_the_one_directory_of_the_files_in_question() -> None:
+    """rerooted_files with sorted references (a run of one directory passed over whole when every file in question
+    lies in it) is still scope.reroot restricted to those files."""
+    from cutcheck.reference.storage.scope import reroot
+    from cutcheck.reference.storage.traversal import rerooted_files
+
+    rng = random.Random(5)
+    names = ["a", "b", "job", "chk-1", "shared", "x", "y"]
+    passed_over = 0
+    for _ in range(400):
+        def path() -> str:
+            return "/" + "/".join(rng.choice(names) for _ in range(rng.randint(1, 4)))
+        home = rng.choice(["/b/job/shared", "/b/job", "/a/x"])
+        present = {f"{home}/{rng.choice(names)}" for _ in range(rng.randint(1, 6))}
+        if rng.random() < 0.3:
+            present.add(path())  # not always one directory
+        unkept = {f for f in present if rng.random() < 0.7} or {next(iter(present))}
+        refs = {f"{home}/{rng.choice(names)}" for _ in range(rng.randint(0, 8))} - unkept  # referenced: kept
+        refs |= {path() for _ in range(rng.randint(0, 4))} - unkept
+        refs |= {f"{home}/{n}/{rng.choice(names)}" for n in rng.sample(names, 2)} if rng.random() < 0.3 else set()
+        directory, anchors = path(), [path() for _ in range(rng.randint(0, 3))]
+        want = reroot(sorted(refs), directory, [*anchors, os.path.dirname(directory)], present) & unkept
+        assert rerooted_files([(sorted(refs), directory)], anchors, unkept) == want
+        passed_over += len({os.path.dirname(f) for f in unkept}) == 1 and any(r.startswith(home + "/") for r in refs)
+    assert passed_over > 50  # the shortcut's case is met often
