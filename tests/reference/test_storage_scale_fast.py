@@ -213,3 +213,29 @@ def test_rerooting_passes_over_runs_in_the_one_directory_of_the_files_in_questio
         assert rerooted_files([(sorted(refs), directory)], anchors, unkept) == want
         passed_over += len({os.path.dirname(f) for f in unkept}) == 1 and any(r.startswith(home + "/") for r in refs)
     assert passed_over > 50  # the shortcut's case is met often
+
+
+@pytest.mark.parametrize("case", ["plain", "file:///", "dotdot", "short", "deeper", "two dirs", "relative", "odd name"])
+def test_a_handles_files_added_at_once_are_those_added_one_by_one(case: str) -> None:
+    from cutcheck.reference.storage.flink_metadata import _Collector
+    from cutcheck.reference.storage.flink_metadata_format import StateRef
+
+    head = {"file:///": "file:///b/job/shared", "dotdot": "file:/b/job/x/../shared", "relative": "b/shared"}.get(
+        case, "file:/b/job/shared")
+    paths = [f"{head}/{i:06d}-{'x' * (i % 5)}.sst" for i in range(40)]
+    random.Random(case).shuffle(paths)
+    if case == "short":
+        paths.append(f"{head}/..")
+    elif case == "deeper":
+        paths.append(f"{head}/sub/f.sst")
+    elif case == "two dirs":
+        paths.append("file:/b/job/chk-3/f.sst")
+    elif case == "odd name":
+        paths.append(f"{head}/ab")
+    at_once, one_by_one = _Collector("/b/job/chk-3"), _Collector("/b/job/chk-3")
+    at_once.add_files(list(paths))
+    for p in paths:
+        one_by_one.append(StateRef("file", 3, p))
+    assert at_once.files == one_by_one.files and sum(map(len, at_once.files.values())) == len(paths)
+    taken = at_once._one_folder(list(paths))  # added once more: whether the shortcut takes this case
+    assert taken is (case in ("plain", "file:///", "dotdot"))
