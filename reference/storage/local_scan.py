@@ -26,6 +26,12 @@ second core takes half of it. Only from a process with no other thread (a fork c
 one), and never on a platform without ``fork``. The child writes nothing anywhere but the pipe and ends
 with ``os._exit`` (nothing of this process's buffers or exit handlers runs twice); Ctrl-C ends it quietly,
 and this process kills and reaps it on any way out. A child that fails is a StorageError sentence.
+
+With ``defer`` (``storage orphans`` without --delete, which prints no size of a referenced file) such a
+directory is not looked at with ``lstat`` at all while listing: its sorted names are kept with sizes and times
+0 (``DirFiles.pending``), and once the ``_metadata`` have marked what they reference, ``FileTable.settle`` looks
+at the unmarked files only (90 % of the calls saved on the benchmark's base). A directory holding a
+``_metadata`` is never deferred: its time decides which checkpoints may be in progress.
 """
 
 from __future__ import annotations
