@@ -11,7 +11,8 @@ Prints one JSON line per figure:
 
 * ``find_wc`` (local): ``find BASE | wc -l``, the baseline (the fastest of three: wall and CPU seconds);
 * ``ls``, ``orphans`` (local): ``python -m cutcheck storage ls|orphans BASE`` in a child process (output to
-  /dev/null): wall and CPU (user + system) seconds, peak RSS, exit code, and ``over_find`` and
+  /dev/null; ``orphans`` without --delete never stats the referenced files of ``shared/``, ``ls`` prints their
+  sizes): wall and CPU (user + system) seconds, peak RSS, exit code, and ``over_find`` and
   ``cpu_over_find``, the ratios to ``find_wc`` of the same tree measured in the same run (on a loaded
   machine the CPU ratio is the steadier one);
 * ``listing_split``, ``listing_one_process`` (local): in a child process, only the listing of the base
@@ -194,7 +195,9 @@ def _figure(name: str, run: tuple[float, float, int, float], baseline: tuple[flo
 
 _PLAN = """
 import sys, time
+from functools import partial
 from cutcheck.reference.storage.flink_metadata import any_referenced_files
+any_referenced_files = partial(any_referenced_files, sort=False)  # as the CLI reads them
 from cutcheck.reference.storage.guard import orphan_reasons
 from cutcheck.reference.storage.inspection import inspect
 listing = inspect(sys.argv[1], any_referenced_files, min_age=3600)

@@ -64,6 +64,10 @@ def _reader(name: str) -> Callable[[str], Any]:
         from cutcheck.flink_bridge.checkpoints import any_referenced_files
     else:
         from cutcheck.reference.storage.flink_metadata import any_referenced_files
+
+        # Unsorted: the inspection orders what it resolves by position in its listing (integers), cheaper than
+        # sorting hundreds of thousands of path strings here.
+        return functools.partial(any_referenced_files, sort=False)
     return any_referenced_files
 
 
@@ -73,7 +77,7 @@ _CONF_HELP = ("A Flink configuration file (config.yaml or flink-conf.yaml) whose
 
 def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep: list[str] | None = None,
                      min_age: float = 0.0, reader: str = "python", endpoint_url: str | None = None,
-                     flink_conf: Path | None = None) -> Any:
+                     flink_conf: Path | None = None, referenced_sizes: bool = True) -> Any:
     from cutcheck.model.errors import StorageError
     from cutcheck.reference.storage.config import flink_entropy
     from cutcheck.reference.storage.inspection import inspect
@@ -86,7 +90,8 @@ def _storage_listing(directory: str, entropy_key: str, entropy_length: int, keep
         raise StorageError(f"--reader flink reads local directories only, not {directory}; use the default "
                            f"--reader python on an object store, or copy the checkpoint to a local disk first.")
     return inspect(path, _reader(reader), entropy=entropy_key or None, entropy_length=entropy_length,
-                   keep=[str(k) for k in keep or []], min_age=min_age, store=store, progress=progress_lines(directory))
+                   keep=[str(k) for k in keep or []], min_age=min_age, store=store, progress=progress_lines(directory),
+                   referenced_sizes=referenced_sizes)
 
 
 def _namer(listing: Any) -> tuple[list[str], Callable[[str], str]]:
@@ -246,8 +251,9 @@ def storage_orphans(
     from cutcheck.reference.storage.quarantine import parse_age, quarantine
 
     age = parse_age(min_age)
+    # A dry run prints no size of a referenced file: a large directory's referenced files are never stat'ed.
     listing = _storage_listing(directory, entropy_key, entropy_length, keep, age, reader=reader,
-                               endpoint_url=endpoint_url, flink_conf=flink_conf)
+                               endpoint_url=endpoint_url, flink_conf=flink_conf, referenced_sizes=delete)
     if listing.unreadable:
         first = listing.unreadable[0]
         why = listing.why_unreadable.get(first, f"{listing.uri(first)}: unreadable checkpoint metadata").rstrip(".")

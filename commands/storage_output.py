@@ -14,8 +14,8 @@ import sys
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterable, Iterator
-from itertools import islice, repeat
-from operator import eq, itemgetter, lt
+from itertools import compress, islice, repeat
+from operator import eq, itemgetter, lt, not_
 from typing import Any
 
 from cutcheck.commands.common import err, out, table
@@ -75,12 +75,26 @@ def _runs(listing: Any, files: list[str]) -> Iterator[tuple[int, int, Any]]:
         part = files[at:hi]
         d = find(head) if find is not None else None
         listed = d.paths if d is not None else []
-        found = list(map(bisect_left, repeat(listed), part))
+        found = _marked_run(d, part) if d is not None and hi - at > _BATCH else None
+        if found is None:
+            found = list(map(bisect_left, repeat(listed), part))
         if d is not None and found[-1] < len(listed) and all(map(eq, map(listed.__getitem__, found), part)):
             yield at, hi, map(d.sizes.__getitem__, found)
         else:
             yield at, hi, None
         at = hi
+
+
+def _marked_run(d: Any, part: list[str]) -> list[int] | None:
+    """The positions of ``part`` in its directory's listing when ``part`` is exactly its marked (referenced) files, or
+    exactly its unmarked ones (the usual shared-file and orphan tables); None otherwise. The positions come from the
+    mark bytes (compress over them, in C) instead of a binary search a file."""
+    n = len(d.paths)
+    for selectors in (d.marks, map(not_, d.marks)):
+        found = list(compress(range(n), selectors))
+        if len(found) == len(part) and list(map(d.paths.__getitem__, found)) == part:
+            return found
+    return None
 
 
 def listed_sizes(listing: Any, files: list[str], size: Callable[[str], int | None]) -> dict[str, int]:

@@ -14,12 +14,16 @@ the old dictionary keep working; ``size``/``mtime``/``find`` answer without buil
 
 from __future__ import annotations
 
+import os
+import re
 from array import array
 from bisect import bisect_left
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from cutcheck.reference.storage.store import FileInfo
+
+_UNMARKED = re.compile(b"\\x00")
 
 
 @dataclass(slots=True)
@@ -31,6 +35,9 @@ class DirFiles:
     mtimes: array[float]  # 'd'
     etags: list[str] | None = None
     marks: bytearray = field(default_factory=bytearray)  # one byte a file, zero until marked
+    # Listed without sizes and times (local_scan's ``defer``): they read 0 until ``FileTable.settle`` stats the
+    # unmarked files; a marked (referenced) file's stay 0.
+    pending: bool = False
 
     def __post_init__(self) -> None:
         if len(self.marks) != len(self.paths):
@@ -87,9 +94,11 @@ class FileTable(Mapping[str, FileInfo]):
         if not fresh:
             return
         etags = None if old.etags is None or files.etags is None else [*old.etags, *(files.etags[i] for i in fresh)]
-        self._dirs[directory] = dir_files(directory, [*old.paths, *(files.paths[i] for i in fresh)],
-                                          [*old.sizes, *(files.sizes[i] for i in fresh)],
-                                          [*old.mtimes, *(files.mtimes[i] for i in fresh)], etags, full=True)
+        merged = dir_files(directory, [*old.paths, *(files.paths[i] for i in fresh)],
+                           [*old.sizes, *(files.sizes[i] for i in fresh)],
+                           [*old.mtimes, *(files.mtimes[i] for i in fresh)], etags, full=True)
+        merged.pending = old.pending or files.pending  # settle stats every unmarked file of it again
+        self._dirs[directory] = merged
         self._count += len(fresh)
 
     # -- lookups without a FileInfo -------------------------------------------------------------
@@ -143,7 +152,35 @@ class FileTable(Mapping[str, FileInfo]):
                 continue
             self._dirs[directory] = DirFiles([d.paths[i] for i in keep], array("q", (d.sizes[i] for i in keep)),
                                              array("d", (d.mtimes[i] for i in keep)),
-                                             [d.etags[i] for i in keep] if d.etags is not None else None)
+                                             [d.etags[i] for i in keep] if d.etags is not None else None,
+                                             pending=d.pending)
+
+    def settle(self) -> None:
+        """Stat the unmarked files of the directories listed without sizes and times (``DirFiles.pending``): what an
+        eager listing would have read for them, and a file that vanished since it was listed left out, as an eager
+        listing leaves it out. The marked (referenced) files are not looked at."""
+        for directory, d in list(self._dirs.items()):
+            if not d.pending:
+                continue
+            gone: set[int] = set()
+            sizes, mtimes, paths = d.sizes, d.mtimes, d.paths
+            for m in _UNMARKED.finditer(d.marks):
+                i = m.start()
+                try:
+                    st = os.lstat(paths[i])
+                except OSError:
+                    gone.add(i)
+                    continue
+                sizes[i], mtimes[i] = st.st_size, st.st_mtime
+            if gone:
+                keep = [i for i in range(len(paths)) if i not in gone]
+                self._count -= len(gone)
+                if not keep:
+                    del self._dirs[directory]
+                    continue
+                self._dirs[directory] = DirFiles([paths[i] for i in keep], array("q", (sizes[i] for i in keep)),
+                                                 array("d", (mtimes[i] for i in keep)), None,
+                                                 bytearray(d.marks[i] for i in keep), pending=True)
 
     def drop_under(self, root: str) -> None:
         """Forget the files at or under ``root`` (a directory listed again)."""

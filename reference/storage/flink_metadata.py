@@ -20,6 +20,8 @@ from __future__ import annotations
 import os
 import re
 from enum import Enum
+from itertools import repeat
+from operator import itemgetter
 from typing import Final
 
 from cutcheck.model.errors import StorageError
@@ -177,6 +179,8 @@ class _Collector:
 
     def add_files(self, paths: list[str]) -> None:
         """``append(StateRef("file", size, p))`` for each of ``paths`` (the decoder's many-files loop)."""
+        if len(paths) > 16 and self._one_folder(paths):
+            return
         folders, files = self.folders, self.files
         for p in paths:
             head, _, name = p.rpartition("/")
@@ -189,11 +193,31 @@ class _Collector:
             else:
                 files[folder[1]].append(folder[0] + "/" + name)
 
-    def refs(self, meta: FlinkMetadata, size: int) -> CheckpointRefs:
+    def _one_folder(self, paths: list[str]) -> bool:
+        """``add_files(paths)`` when every path is a name of three characters or more directly in the first one's
+        directory (a RocksDB handle's files in ``shared/``): each path's part from that directory on is cut out in C,
+        not split and joined a path at a time. False (nothing added) when they are not."""
+        first = paths[0]
+        cut = first.rfind("/")
+        head, prefix = first[:cut], first[:cut + 1]
+        folder = self.folders.get(head, _UNSEEN) if cut > 0 else None
+        if folder is _UNSEEN:
+            folder = self.folders[head] = _folder(head)
+        if folder is None or not all(map(str.startswith, paths, repeat(prefix))) \
+                or min(map(len, paths)) < len(prefix) + 3 or max(map(str.find, paths, repeat("/"), repeat(cut + 1))) >= 0:
+            return False
+        base = folder[0] + "/"
+        if prefix.endswith(base):  # the usual case: the directory as read is the tail of the one written
+            self.files[folder[1]].extend(map(itemgetter(slice(len(prefix) - len(base), None)), paths))
+        else:
+            self.files[folder[1]].extend(map(base.__add__, map(itemgetter(slice(cut + 1, None)), paths)))
+        return True
+
+    def refs(self, meta: FlinkMetadata, size: int, sort: bool = True) -> CheckpointRefs:
         name = os.path.basename(self.chk_dir)
         savepoint = name.startswith("savepoint") or meta.snapshot_type == "savepoint"
         job = os.path.basename(os.path.dirname(self.chk_dir)) if name.startswith("chk-") else ""
-        files = {scope: _sorted_once(self.files.pop(scope)) for scope in SCOPES}
+        files = {scope: _sorted_once(self.files.pop(scope)) if sort else self.files.pop(scope) for scope in SCOPES}
         return CheckpointRefs(meta.checkpoint_id, "savepoint" if savepoint else "checkpoint", job, self.chk_dir,
                               files, inlined_bytes=self.inlined, metadata_bytes=size)
 
@@ -206,10 +230,12 @@ def refs_of(meta: FlinkMetadata, chk_dir: str, size: int) -> CheckpointRefs:
     return collector.refs(meta, size)
 
 
-def refs_of_bytes(data: bytes, chk_dir: str, source: str) -> CheckpointRefs:
-    """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once."""
+def refs_of_bytes(data: bytes, chk_dir: str, source: str, *, sort: bool = True) -> CheckpointRefs:
+    """``refs_of(decode(data, source), chk_dir, len(data))`` without holding every decoded leaf at once; with
+    ``sort=False`` each scope's paths stay in the order the file names them, repeats included (for a caller
+    that orders them itself more cheaply: the storage inspection sorts positions in its listing, not strings)."""
     collector = _Collector(chk_dir)
-    return collector.refs(decode(data, source, sink=collector), len(data))
+    return collector.refs(decode(data, source, sink=collector), len(data), sort)
 
 
 def _sorted_once(paths: list[str]) -> list[str]:
@@ -229,8 +255,9 @@ def _folder(head: str) -> tuple[str, str] | None:
     return base, scope_of(base + "/x")
 
 
-def referenced_files(directory: str) -> CheckpointRefs:
-    """What one Flink checkpoint or savepoint directory references, by scope, as absolute paths (no JVM)."""
+def referenced_files(directory: str, *, sort: bool = True) -> CheckpointRefs:
+    """What one Flink checkpoint or savepoint directory references, by scope, as absolute paths (no JVM); each scope
+    sorted without repeats, or with ``sort=False`` as ``refs_of_bytes`` gives them."""
     chk_dir = os.path.abspath(directory)
     path = os.path.join(chk_dir, METADATA)
     if not os.path.isfile(path):
@@ -240,7 +267,7 @@ def referenced_files(directory: str) -> CheckpointRefs:
             data = fh.read()
     except OSError as exc:
         raise StorageError(f"{path}: cannot read it ({exc.strerror or exc}).") from None
-    return refs_of_bytes(data, chk_dir, path)
+    return refs_of_bytes(data, chk_dir, path, sort=sort)
 
 
 def is_flink_metadata(path: str) -> bool:
@@ -251,9 +278,10 @@ def is_flink_metadata(path: str) -> bool:
         return False
 
 
-def any_referenced_files(directory: str) -> CheckpointRefs:
-    """The storage CLI's reader without Java: Flink's binary _metadata here, cutcheck's JSON otherwise."""
+def any_referenced_files(directory: str, *, sort: bool = True) -> CheckpointRefs:
+    """The storage CLI's reader without Java: Flink's binary _metadata here (``sort``: see ``referenced_files``),
+    cutcheck's JSON otherwise."""
     if is_flink_metadata(os.path.join(directory, METADATA)):
-        return referenced_files(directory)
+        return referenced_files(directory, sort=sort)
 
     return cutcheck_referenced_files(directory)

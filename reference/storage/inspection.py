@@ -75,10 +75,7 @@ from functools import partial
 from typing import Any
 
 from cutcheck.model.errors import StorageError
-from cutcheck.reference.storage.files import (
-    METADATA,
-    remove_marker,
-)
+from cutcheck.reference.storage.files import METADATA, remove_marker
 from cutcheck.reference.storage.filetable import FileTable, join
 from cutcheck.reference.storage.guard import (  # orphan_reason: imported from here too
     DataScope,
@@ -207,8 +204,8 @@ def _marker_pattern(root: str, key: str, length: int) -> tuple[str, re.Pattern[s
     return parent, re.compile(re.escape(prefix) + f"[A-Za-z0-9]{{{length}}}" + re.escape(suffix) + r"\Z"), rest
 
 
-def _gather(store: Store, root: str, key: str | None, length: int,
-            progress: Progress | None = None) -> tuple[str, list[str], FileTable]:
+def _gather(store: Store, root: str, key: str | None, length: int, progress: Progress | None = None,
+            defer: bool = False) -> tuple[str, list[str], FileTable]:
     """(the metadata root, the data roots, every file under them) on any store.
 
     Locally as ``entropy_roots`` then a scan of each root. On an object store one paginated listing:
@@ -218,7 +215,7 @@ def _gather(store: Store, root: str, key: str | None, length: int,
     if store.is_local:
         meta_root, data_roots = entropy_roots(root, key, length)
         for r in data_roots:
-            scan_into(table, store, r, progress, partial(inside, root=r))
+            scan_into(table, store, r, progress, partial(inside, root=r), defer)
         return meta_root, data_roots, table
     if not key or key not in root:
         scan_into(table, store, root, progress)
@@ -287,12 +284,14 @@ def _keep_path(store: Store, keep: str) -> str:
 @cyclic_gc_paused()
 def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, entropy: str | None = "_entropy_",
             entropy_length: int = 4, keep: Sequence[str | os.PathLike[str]] = (), min_age: float = 0.0,
-            now: float | None = None, store: Store | None = None, progress: Progress | None = None) -> CheckpointListing:
+            now: float | None = None, store: Store | None = None, progress: Progress | None = None,
+            referenced_sizes: bool = True) -> CheckpointListing:
     """The listing of the directory given (see the module docstring); ``keep`` are --keep-referenced-by
     directories, and files modified less than ``min_age`` seconds ago are "too young", never orphans.
     ``root`` is a local path, ``file:/…``, or a URI of an object store (``store`` opened from it when not given,
     then ``root`` is read as an internal path of that store). ``progress(stage, done, total)`` is called as a
-    long inspection goes: "listed" files (total None), then "read" _metadata (of total)."""
+    long inspection goes: "listed" files (total None), then "read" _metadata (of total). Without ``referenced_sizes``
+    a local listing stats no referenced file of a large directory: their and the checkpoints' sizes read 0."""
     if store is None:
         store, start = open_store(str(root))
     else:
@@ -300,7 +299,7 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     if store.is_local:
         start = os.fspath(start)
     start = start.rstrip("/") or "/"  # "ckpts/" and "ckpts" are one directory
-    meta_root, data_roots, table = _gather(store, start, entropy, entropy_length, progress)
+    meta_root, data_roots, table = _gather(store, start, entropy, entropy_length, progress, not referenced_sizes)
     if not store.isdir(meta_root):
         raise StorageError(f"{store.uri(start)}: no such checkpoint directory; give the checkpoint base directory, a "
                            f"job directory or a chk-N directory.")
@@ -360,6 +359,7 @@ def inspect(root: str | os.PathLike[str], reader: Reader = referenced_files, *, 
     checkpoints.sort(key=lambda c: (c.job, c.kind != "checkpoint", c.id, c.key))
     new_sizes(checkpoints, store, table, aligned)
     del aligned
+    table.settle()  # the sizes and times of unreferenced files a deferred listing left out
     taskowned, unkept = unreferenced(table, kept)
     del kept
     anchors = [target.base, *lifted, *data_roots]

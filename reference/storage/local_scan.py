@@ -26,6 +26,12 @@ second core takes half of it. Only from a process with no other thread (a fork c
 one), and never on a platform without ``fork``. The child writes nothing anywhere but the pipe and ends
 with ``os._exit`` (nothing of this process's buffers or exit handlers runs twice); Ctrl-C ends it quietly,
 and this process kills and reaps it on any way out. A child that fails is a StorageError sentence.
+
+With ``defer`` (``storage orphans`` without --delete, which prints no size of a referenced file) such a
+directory is not looked at with ``lstat`` at all while listing: its sorted names are kept with sizes and times
+0 (``DirFiles.pending``), and once the ``_metadata`` have marked what they reference, ``FileTable.settle`` looks
+at the unmarked files only (90 % of the calls saved on the benchmark's base). A directory holding a
+``_metadata`` is never deferred: its time decides which checkpoints may be in progress.
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from array import array
 from collections.abc import Iterator
 
 from cutcheck.model.errors import StorageError
+from cutcheck.reference.storage.files import METADATA
 from cutcheck.reference.storage.filetable import DirFiles, dir_files
 from cutcheck.reference.storage.store import QUARANTINE_DIR, Progress
 
@@ -46,9 +53,11 @@ SPLIT = 100_000  # names in one directory from which a child process takes half 
 _COUNTS = struct.Struct("<qq")  # the child's answer: how many stats, how many vanished; then the three arrays
 
 
-def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[str, DirFiles]]:
+def scan_local(root: str, progress: Progress | None = None, defer: bool = False) -> Iterator[tuple[str, DirFiles]]:
     """Every regular file under ``root`` (or ``root`` itself when it is one), a directory at a time: what
-    ``LocalStore.scan`` yields (see the module docstring), directory by directory in the same order."""
+    ``LocalStore.scan`` yields (see the module docstring), directory by directory in the same order. With
+    ``defer``, a directory of ``SPLIT`` names or more without a ``_metadata`` is listed without its files' sizes
+    and times (``DirFiles.pending``: ``FileTable.settle`` reads those of the unreferenced ones later)."""
     top = os.path.realpath(root)
     if os.path.isfile(top):
         st = os.stat(top)
@@ -57,7 +66,7 @@ def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[st
     stack, seen = [top], 0
     while stack:
         directory = stack.pop()
-        files = _directory(directory, stack)
+        files = _directory(directory, stack, defer)
         if files is not None:
             seen += len(files.paths)
             if progress is not None:
@@ -65,7 +74,7 @@ def scan_local(root: str, progress: Progress | None = None) -> Iterator[tuple[st
             yield directory, files
 
 
-def _directory(directory: str, stack: list[str]) -> DirFiles | None:
+def _directory(directory: str, stack: list[str], defer: bool = False) -> DirFiles | None:
     """The files of one directory (None when it has none or cannot be read); its subdirectories go on ``stack``
     in the order the directory lists them, as LocalStore.scan pushes them."""
     prefix = directory + "/" if directory != "/" else "/"
@@ -92,6 +101,9 @@ def _directory(directory: str, stack: list[str]) -> DirFiles | None:
         if not names:
             return None
         names.sort()
+        if defer and len(names) >= SPLIT and METADATA not in names:
+            return DirFiles(list(map(prefix.__add__, names)), array("q", bytes(8 * len(names))),
+                            array("d", bytes(8 * len(names))), pending=True)
         sizes, mtimes, gone = _stat_split(names, fd, prefix) if _may_fork(len(names)) else _stat_all(names, fd, prefix)
         if gone:  # vanished before their stat (rare)
             names = [n for i, n in enumerate(names) if i not in gone]

@@ -16,10 +16,12 @@ import heapq
 import os
 import re
 from array import array
+from bisect import bisect_left
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from itertools import compress, groupby, repeat
-from operator import contains, itemgetter, not_
+from functools import partial
+from itertools import compress, groupby, islice, repeat
+from operator import contains, itemgetter, lt, not_
 from stat import S_ISREG
 from typing import TYPE_CHECKING, Any
 
@@ -33,15 +35,17 @@ if TYPE_CHECKING:
     from cutcheck.reference.storage.inspection import CheckpointInfo
 
 _UNMARKED = re.compile(b"\\x00")
+_AFTER_SLASH = chr(ord("/") + 1)  # head + "/" <= p < head + _AFTER_SLASH: p starts with head + "/"
 Progress = Callable[[str, int, "int | None"], None]  # (stage, done, total): "listed" files, then "read" _metadata
 
 
 def scan_into(table: FileTable, store: Store, root: str, progress: Progress | None,
-               keep_dir: Callable[[str], bool] = lambda d: True) -> None:
-    """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts)."""
+               keep_dir: Callable[[str], bool] = lambda d: True, defer: bool = False) -> None:
+    """Add every file under ``root`` to ``table``, a directory at a time (only directories ``keep_dir`` accepts);
+    ``defer``: a local listing may leave large directories' sizes and times to ``FileTable.settle``."""
     done = len(table)
     tick = (lambda n: progress("listed", done + n, None)) if progress is not None else None
-    scan = scan_local if isinstance(store, LocalStore) else getattr(store, "scan", None)
+    scan = partial(scan_local, defer=defer) if isinstance(store, LocalStore) else getattr(store, "scan", None)
     if scan is not None:
         for directory, files in scan(root, tick):
             if keep_dir(directory):
@@ -148,6 +152,7 @@ def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkep
     by_name: dict[str, list[str]] = {}
     for f in unkept:
         by_name.setdefault(f[f.rfind(os.sep) + 1:], []).append(f)
+    dirs = {f[:f.rfind(os.sep)] for f in unkept}
     found: set[str] = set()
     for refs, directory in named:
         mark = os.sep + os.path.basename(directory) + os.sep
@@ -156,12 +161,35 @@ def rerooted_files(named: list[tuple[list[str], str]], anchors: list[str], unkep
         if any(os.path.dirname(r) != directory for r in marked):  # rule 1: the directory was moved
             found |= reroot(refs, directory, []) & unkept
         heads = [a.rstrip(os.sep) + os.sep for a in {*anchors, os.path.dirname(directory)}]
-        names = map(itemgetter(2), map(str.rpartition, refs, repeat(os.sep)))
-        for r in list(compress(refs, map(by_name.__contains__, names))):
+        for r in _named_like(refs, by_name, dirs):
             for f in by_name[r[r.rfind(os.sep) + 1:]]:
                 if f not in found and any(f.startswith(h) and r.endswith(os.sep + f[len(h):]) for h in heads):
                     found.add(f)
     return found
+
+
+def _named_like(refs: list[str], by_name: dict[str, list[str]], dirs: set[str]) -> list[str]:
+    """The references named like a file in question (``by_name``; ``dirs``: those files' directories), in order.
+    A sorted run of references directly in the one directory all those files are in is passed over whole: a
+    reference there named like such a file would be that file, which is referenced, so not in question."""
+    if not all(map(lt, refs, islice(refs, 1, None))):
+        return _by_names(refs, by_name)
+    out: list[str] = []
+    at, n = 0, len(refs)
+    while at < n:
+        first = refs[at]
+        cut = first.rfind("/")
+        hi = bisect_left(refs, first[:cut] + _AFTER_SLASH, at + 1) if cut > 0 else at + 1
+        part = refs[at:hi]
+        if not (cut > 0 and dirs == {first[:cut]} and max(map(str.find, part, repeat("/"), repeat(cut + 1))) < 0):
+            out += _by_names(part, by_name)
+        at = hi
+    return out
+
+
+def _by_names(refs: list[str], by_name: dict[str, list[str]]) -> list[str]:
+    names = map(itemgetter(2), map(str.rpartition, refs, repeat(os.sep)))
+    return list(compress(refs, map(by_name.__contains__, names)))
 
 
 def shared_users(checkpoints: list[CheckpointInfo]) -> dict[str, list[str]]:
