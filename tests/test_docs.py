@@ -6,6 +6,8 @@ import ast
 import re
 from pathlib import Path
 
+from house_files import package_module_paths
+
 from cutcheck.reference.faults.catalogue import catalogue_table
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -56,16 +58,13 @@ def test_messages_and_docs_name_the_flink_2_checkpoint_directory_key() -> None:
 # - an arrow block: ``NAME --> NAME, NAME ...`` or ``NAME --> (nothing of ours)``, one line per name.
 # - a table row names its folder in its first cell (`` `dir/` ``) and its modules as `` `name.py` ``.
 
-NOT_PACKAGE = {"tests", "benchmarks", "build", "docs", "examples", ".git", ".ci"}
 PATH = re.compile(r"^(\*\.py|[\w.\-]+(/[\w.\-]+)*(/|/\*\.py)?)$")
 NOTHING = "(nothing of ours)"
 
 
 def package_modules() -> set[str]:
     """Every module of the package, as a path relative to the repository root."""
-    return {str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
-            if not set(p.relative_to(ROOT).parts) & NOT_PACKAGE
-            and not any(part.endswith(".egg-info") for part in p.relative_to(ROOT).parts)}
+    return {str(p.relative_to(ROOT)) for p in package_module_paths()}
 
 
 def code_blocks(text: str, heading: str) -> list[list[str]]:

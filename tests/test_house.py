@@ -6,19 +6,17 @@ import ast
 from pathlib import Path
 
 import networkx as nx
+from house_files import package_module_paths
 
 ROOT = Path(__file__).resolve().parents[1]
-NOT_PACKAGE = {"tests", "benchmarks", "build", "docs", "examples", ".git", ".venv", "venv"}
 # The loop's own room (the engines and how a run opens its storage) and the simulate entry point.
 MAY_IMPORT_ENGINE = {"cutcheck.reference.batch", "cutcheck.reference.run_storage", "cutcheck.reference.simulate"}
 
 
 def _modules() -> dict[str, ast.Module]:
     found = {}
-    for path in ROOT.rglob("*.py"):
+    for path in package_module_paths():
         rel = path.relative_to(ROOT)
-        if set(rel.parts) & NOT_PACKAGE or any(p.endswith(".egg-info") for p in rel.parts):
-            continue
         parts = list(rel.with_suffix("").parts)
         if parts[-1] == "__init__":
             parts = parts[:-1]
@@ -68,8 +66,7 @@ def test_only_the_loop_and_simulate_import_the_engine() -> None:
 
 
 def test_every_module_is_under_about_four_hundred_lines() -> None:
-    big = {str(p.relative_to(ROOT)): n for p in ROOT.rglob("*.py")
-           if not set(p.relative_to(ROOT).parts) & NOT_PACKAGE and (n := len(p.read_text().splitlines())) > 400}
+    big = {str(p.relative_to(ROOT)): n for p in package_module_paths() if (n := len(p.read_text().splitlines())) > 400}
     assert big == {}
 
 

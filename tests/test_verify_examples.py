@@ -10,6 +10,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from house_files import package_module_paths
 
 from cutcheck.commands.verify import _example_scenarios
 from cutcheck.model.errors import CutcheckError
@@ -49,9 +50,7 @@ def test_the_wheel_holds_one_import_package_with_its_examples(tmp_path: Path) ->
     assert not [n for n in names if "/tests/" in n or "/benchmarks/" in n or n.endswith(".pyc")]
     # every module of the checkout is in the wheel (a subpackage missing from pyproject's list would
     # import in an editable install and fail once installed)
-    modules = {"cutcheck/" + str(p.relative_to(ROOT)) for p in ROOT.rglob("*.py")
-               if not {"tests", "benchmarks", "build", ".venv", "venv"} & set(p.relative_to(ROOT).parts)
-               and "egg-info" not in str(p)}
+    modules = {"cutcheck/" + str(p.relative_to(ROOT)) for p in package_module_paths()}
     assert modules - set(names) == set()
     entry = zipfile.ZipFile(wheel).read(next(n for n in names if n.endswith("entry_points.txt"))).decode()
     assert "cutcheck = cutcheck.cli:main" in entry
