@@ -231,12 +231,12 @@ def test_files_created_and_a_checkpoint_completed_during_the_scan_are_never_move
     real = flink_metadata.any_referenced_files
     late: list[Path] = []
 
-    def reader(directory: str) -> object:
+    def reader(directory: str, **options: object) -> object:
         if not late:
             late.append(write(a / "shared" / "uploaded-during-scan"))
             checkpoint(a, 6, [late[0], files["orphans"][0]], [a / "chk-6" / "p6"])
             late.extend([a / "chk-6" / "p6", a / "chk-6" / "rocksdb-meta", a / "chk-6" / "_metadata"])
-        return real(directory)
+        return real(directory, **options)
 
     monkeypatch.setattr(flink_metadata, "any_referenced_files", reader)
     done = storage("orphans", str(a), "--delete", "--min-age", "0")
