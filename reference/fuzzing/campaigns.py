@@ -12,8 +12,9 @@ the engine loop looks at the clock every few hundred steps), so no single scenar
 scenario the wall cuts is unjudged (counted in ``cut_by_wall``, neither ok nor a finding); shrinking
 cut by it keeps the smallest counterexample found so far, which replays as it is.
 
-A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed``) and is what a Spark
-cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
+A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed`` with ``guided.seed_gen``)
+and is what a Spark cluster runs: ``guided.guided_verdict_of_seed`` is a plain top-level function of
+one integer.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
+from cutcheck.reference.fuzzing.guided import seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
+    GuidedExamples,
+    HypothesisRecordingDraw,
     private_hypothesis_home,
     scan_constants_now,
     sticky_interrupts,
@@ -54,7 +58,7 @@ from cutcheck.reference.fuzzing.verdicts import (
 from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
 __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
-           "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
+           "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "seed_gen", "verdict_of_seed"]
 
 # Of a --seconds budget: a seed campaign that has a finding searches on for more only this far, so
 # that the rest is left for shrinking the first one (a Hypothesis campaign stops at its first finding).
@@ -107,6 +111,7 @@ class CampaignResult:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: search, shrink
     limits: dict[str, Any] = field(default_factory=dict)  # the budget and what ended each phase
     cut_by_wall: int = 0  # scenarios the time budget stopped while they ran: unjudged
+    guidance: dict[str, Any] = field(default_factory=dict)  # the corpus a guided campaign kept, its mutants run
 
     @property
     def split(self) -> dict[str, Any]:
@@ -131,7 +136,8 @@ class CampaignResult:
                                "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
                                "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits,
-                               "abstract_coverage": self.abstract.to_json(), "split": self.split}
+                               "abstract_coverage": self.abstract.to_json(), "split": self.split,
+                               "guidance": self.guidance}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
             out["size"] = size_of(self.failure.scenario)
@@ -146,8 +152,9 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
 
     Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
     time budget can stop the search between batches (and within one: late examples are skipped).
-    Without ``gen`` each example's generator settings come from ``FEATURE_CYCLE`` (drawn, so they
-    shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
+    Without ``gen`` the campaign is guided (``hypothesis_runs.GuidedExamples``): examples mutate the
+    scenarios that reached new abstract cells, or walk ``FEATURE_CYCLE`` forcing under-reached
+    feature pairs, with the interleaving knobs drawn (all drawn, so they shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
     (``private_hypothesis_home``).
     """
     with private_hypothesis_home(), sticky_interrupts():
@@ -168,6 +175,7 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
     result.limits = {"seconds": seconds, "examples": examples, "search_until": seconds, "search_stopped_by": "examples"}
     search = _Search(tuple(mutants), gen, choice_budget, result, progress, end,
                      (lambda: end) if end is not None else (lambda: time.monotonic() + shrink_seconds))
+    guide = search.guide
     batch = 0
     while result.examples < examples and search.found is None:
         if end is not None and time.monotonic() >= end:
@@ -193,6 +201,8 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
         result.limits["shrink_runs"] = search.shrink_runs + shrunk.runs
     result.failure = search.found
     result.seconds = time.monotonic() - start
+    if guide is not None:
+        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated}
     return result
 
 
@@ -212,14 +222,19 @@ class _Search:
         self.shrink_end = 0.0
         self.hypothesis_cut = False  # the deadline stopped Hypothesis's shrinking
         self.shrink_runs = 0
+        self.guide = GuidedExamples(result.abstract) if gen is None else None
 
     def example(self, data: Any) -> None:
         stop_if_interrupted()
         shrinking = self.found is not None
         wall = self.shrink_end if shrinking else self.search_end
         self._stop_at(wall)
-        gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
-        sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
+        mutated = False
+        if self.guide is None:
+            gen, draw = self.gen or {}, HypothesisRecordingDraw(data)
+        else:
+            gen, draw, mutated = self.guide.draw(data)
+        sdict = scenario_dict(draw, mutants=self.mutants, **gen)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
         # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
         # runs overrun its choice buffer, which it then reported as inconsistent data generation.
@@ -243,6 +258,8 @@ class _Search:
             count_skips(r.skipped, verdict.to_json())
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
+            if self.guide is not None:
+                self.guide.learn(draw, gen, verdict, mutated)  # before the merge: it keeps what is new
             r.abstract.merge(verdict.abstract)
             if self.progress is not None:
                 self.progress(1)
@@ -266,6 +283,8 @@ class _Search:
             raise BudgetExhausted("the campaign's time budget ended")
 
     def run_batch(self, size: int, batch_seed: int, *, shrink: bool) -> None:
+        if self.guide is not None:
+            self.guide.freeze()  # what this batch's examples steer by, the same whenever Hypothesis replays one
         phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
 
         @settings(max_examples=size, deadline=None, database=None, verbosity=Verbosity.quiet, phases=phases,
@@ -288,22 +307,14 @@ class _Search:
                 raise
 
 
-class _HypothesisDraw:
-    __slots__ = ("data",)
-
-    def __init__(self, data: st.DataObject):
-        self.data = data
-
-    def integer(self, lo: int, hi: int) -> int:
-        return self.data.draw(st.integers(lo, hi))
-
-
 def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
                   progress: Callable[[int], None] | None = None, stop_at_first: bool = False,
                   seconds: float | None = None, start: float | None = None,
                   keep_for_shrinking: bool = False) -> CampaignResult:
     """The verdict of each seed in order, every scenario inside the wall ``start + seconds`` (``start``:
-    monotonic, default now); a seed the wall cuts is unjudged and ends the campaign. With
+    monotonic, default now); a seed the wall cuts is unjudged and ends the campaign. Without ``gen``
+    each seed takes the seed campaign's guidance (``guided.seed_gen``: its focus, and a feature pair
+    walked in turn), as ``fuzz --seeds``, its workers and Spark tasks do. With
     ``keep_for_shrinking``, once some seed failed the search ends at ``SEARCH_SHARE`` of the budget, so
     that the rest is left for shrinking the first finding."""
     result = CampaignResult()
@@ -318,7 +329,7 @@ def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dic
                 result.limits["search_stopped_by"] = "budget"
                 break
             try:
-                verdict = verdict_of_seed(s, mutants, gen)
+                verdict = verdict_of_seed(s, mutants, seed_gen(s) if gen is None else gen)
             except BudgetExhausted:
                 result.cut_by_wall += 1
                 result.limits["search_stopped_by"] = "budget"
@@ -340,7 +351,7 @@ def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> t
     the seed's scenario ran again (the seed's own scenario is then the counterexample)."""
     try:
         with walled(deadline):
-            found = run_scenario(scenario_of_seed(seed, mutants))
+            found = run_scenario(scenario_of_seed(seed, mutants, seed_gen(seed)))
     except BudgetExhausted:
         return None, False
     if found.ok:

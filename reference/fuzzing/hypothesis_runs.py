@@ -1,16 +1,33 @@
-"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, and with its
-scan of the source for constants done at the start of the budget, not inside one of its examples."""
+"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, with its scan
+of the source for constants done at the start of the budget, not inside one of its examples, and
+guided by what the campaign reached (``GuidedExamples``)."""
 
 from __future__ import annotations
 
 import contextlib
+import random
 import shutil
 import signal
 import sys
 import tempfile
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.guided import (
+    PAIR_CHOICES,
+    Entry,
+    RecordingDraw,
+    force,
+    keep,
+    mutate,
+    pick,
+    ranked_pairs,
+    with_needs,
+)
+from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
 
 @contextlib.contextmanager
@@ -78,3 +95,68 @@ def scan_constants_now() -> None:
     except ImportError:
         return
     _get_local_constants()
+
+
+class HypothesisRecordingDraw(RecordingDraw):
+    """A Hypothesis example's draws, recorded (``guided.RecordingDraw``): a corpus entry's prefix
+    first, then each value drawn through Hypothesis, which shrinks those."""
+
+    __slots__ = ("_data",)
+
+    def __init__(self, data: Any, prefix: Sequence[int] = ()):
+        super().__init__(None, prefix)
+        self._data = data
+
+    def fresh(self, lo: int, hi: int) -> int:
+        from hypothesis import strategies as st
+
+        value: int = self._data.draw(st.integers(lo, hi))
+        return value
+
+
+class GuidedExamples:
+    """How each example of a Hypothesis campaign chooses what to run, steered by what the campaign has
+    reached so far (``reference.fuzzing.guided``): about half of them, once the corpus has entries, are
+    mutants of a scenario that reached new abstract cells (the ones with rare cells picked more often);
+    the rest walk the foci of the cycle with the interleaving knobs drawn (on or off) and one of the
+    ``PAIR_CHOICES`` least-reached swarm-feature pairs their focus allows forced on.
+
+    Examples see the corpus and the counts as they were when their batch began (``freeze``): Hypothesis
+    replays an example's draws while it shrinks, and the same draws must give the same scenario. Every
+    draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
+    """
+
+    __slots__ = ("corpus", "reached", "mutated", "_corpus", "_hits")
+
+    def __init__(self, reached: AbstractCoverage):
+        self.corpus: list[Entry] = []
+        self.reached = reached  # the campaign's, merged after each example
+        self.mutated = 0
+        self._corpus: tuple[Entry, ...] = ()
+        self._hits = AbstractCoverage()
+
+    def freeze(self) -> None:
+        self._corpus = tuple(self.corpus)
+        self._hits = AbstractCoverage(Counter(self.reached.hits))
+
+    def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, bool]:
+        """The generator settings and the draw of one example, and whether it mutates a corpus entry."""
+        from hypothesis import strategies as st
+
+        focus = FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
+        if self._corpus and data.draw(st.integers(0, 1)):
+            rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+            parent = pick(rng, self._corpus, self._hits)
+            return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds)), True
+        gen = dict(FOCI[focus])
+        if focus != "batch" and data.draw(st.integers(0, 1)):
+            gen["interleave"] = True
+        ranked = ranked_pairs(self._hits, gen)
+        if ranked:
+            gen = force(gen, with_needs(ranked[data.draw(st.integers(0, min(len(ranked), PAIR_CHOICES) - 1))]))
+        return gen, HypothesisRecordingDraw(data), False
+
+    def learn(self, draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict, mutated: bool) -> None:
+        """Keep the example's scenario when its run reached new cells (call before merging its coverage)."""
+        keep(self.corpus, draw, gen, verdict, self.reached)
+        self.mutated += mutated
