@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver, ObservingChooser  # noqa: E402
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver  # noqa: E402
 from cutcheck.reference.fuzzing.guided import guided_campaign  # noqa: E402
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_of_seed  # noqa: E402
 from cutcheck.reference.scenario import Scenario  # noqa: E402
@@ -50,7 +50,7 @@ def observer_overhead(n: int = 60) -> None:
             start = time.monotonic()
             # A refused restore or a finding costs the same either way.
             with contextlib.suppress(Exception):
-                simulate(sc, trace=True, chooser=ObservingChooser(None, AbstractObserver()) if observe else None)
+                simulate(sc, trace=True, watch=AbstractObserver().attach if observe else None)
             if observe:
                 watched += time.monotonic() - start
             else:

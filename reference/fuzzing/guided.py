@@ -215,7 +215,7 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
     forced in vain)."""
     # An at-least-once sink duplicates records after a failure, as in Flink; outside the at-least-once
     # focus the exactly-once verdict would call that a finding, so only that focus brings one in.
-    excluded = {Feature.AT_LEAST_ONCE_SINK}
+    excluded = set() if Feature.AT_LEAST_ONCE_SINK in gen.get("on", ()) else {Feature.AT_LEAST_ONCE_SINK}
     if gen.get("batch") is False or gen.get("mutants"):
         excluded.add(Feature.BLOCKING)
     if gen.get("storage") is False:
@@ -247,20 +247,25 @@ def ranked_pairs(reached: AbstractCoverage, gen: dict[str, Any]) -> list[tuple[F
 
 def least_reached_pair(rng: random.Random, reached: AbstractCoverage, gen: dict[str, Any]) -> tuple[Feature, ...]:
     """The reachable pair of maskable features with the fewest hits (ties broken by ``rng``) that the
-    focus ``gen`` does not rule out (a batch focus takes no checkpointing features, say), with what
-    its features need (``with_needs``)."""
+    focus ``gen`` does not rule out (a batch focus takes no checkpointing features, say)."""
     ranked = ranked_pairs(reached, gen)
     if not ranked:
         return ()
     def hits(p: tuple[Feature, Feature]) -> int:
         return reached.hits["pair", *sorted((p[0].value, p[1].value))]
     fewest = hits(ranked[0])
-    return with_needs(rng.choice([p for p in ranked if hits(p) == fewest]))
+    return rng.choice([p for p in ranked if hits(p) == fewest])
 
 
-def force(gen: dict[str, Any], features: Sequence[Feature]) -> dict[str, Any]:
-    """``gen`` with ``features`` forced on beside its own."""
-    return gen | {"on": tuple(dict.fromkeys((*gen.get("on", ()), *features)))} if features else gen
+def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
+    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own;
+    concurrent checkpoints with aligned mode, the only one that draws them."""
+    if not pair:
+        return gen
+    out = gen | {"on": tuple(dict.fromkeys((*gen.get("on", ()), *with_needs(pair))))}
+    if Feature.CONCURRENT in pair:
+        out["modes"] = ("aligned",)
+    return out
 
 
 def seed_gen(seed: int) -> dict[str, Any]:
@@ -274,7 +279,7 @@ def seed_gen(seed: int) -> dict[str, Any]:
     pairs = ranked_pairs(AbstractCoverage(), gen)  # nothing reached: name order, the same in every process
     if not pairs:
         return gen
-    return force(gen, with_needs(pairs[(seed // len(FEATURE_CYCLE)) % len(pairs)]))
+    return force(gen, pairs[(seed // len(FEATURE_CYCLE)) % len(pairs)])
 
 
 def guided_verdict_of_seed(seed: int, mutants: Sequence[str] = ()) -> dict[str, Any]:

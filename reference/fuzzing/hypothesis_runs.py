@@ -25,7 +25,6 @@ from cutcheck.reference.fuzzing.guided import (
     mutate,
     pick,
     ranked_pairs,
-    with_needs,
 )
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
@@ -153,7 +152,7 @@ class GuidedExamples:
             gen["interleave"] = True
         ranked = ranked_pairs(self._hits, gen)
         if ranked:
-            gen = force(gen, with_needs(ranked[data.draw(st.integers(0, min(len(ranked), PAIR_CHOICES) - 1))]))
+            gen = force(gen, ranked[data.draw(st.integers(0, min(len(ranked), PAIR_CHOICES) - 1))])
         return gen, HypothesisRecordingDraw(data), False
 
     def learn(self, draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict, mutated: bool) -> None:
