@@ -132,6 +132,8 @@ def fuzz(
     show(f"fuzz: {result.examples} scenarios ran ({result.covered.describe()})",
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print(result.describe_split(), markup=False, highlight=False, soft_wrap=True)
+    if result.guidance:
+        out.print(result.describe_guidance(), markup=False, highlight=False, soft_wrap=True)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):

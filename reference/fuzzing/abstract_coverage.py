@@ -32,8 +32,8 @@ from itertools import combinations
 from typing import Any
 
 from cutcheck.model.partitioning import PARTITIONERS
-from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
 from cutcheck.reference.events.stream import StepTaken
+from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
 Cell = tuple[str, str, str]

@@ -47,8 +47,6 @@ from cutcheck.reference.fuzzing.hypothesis_runs import (
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
 from cutcheck.reference.fuzzing.verdicts import (
-    FEATURE_CYCLE,
-    FOCI,
     Verdict,
     count_skips,
     run_scenario,
@@ -119,6 +117,13 @@ class CampaignResult:
         shrank = sum(v for k, v in self.phases.items() if k != "search")
         return {"budget": self.limits.get("seconds"), "searched": round(self.phases.get("search", 0.0), 3),
                 "shrank": round(shrank, 3), "cut_by_wall": self.cut_by_wall}
+
+    def describe_guidance(self) -> str:
+        """What steered the campaign (empty for an unguided one)."""
+        if not self.guidance:
+            return ""
+        return (f"guided: {self.guidance['corpus']} scenarios kept for reaching new abstract cells, "
+                f"{self.guidance['mutated']} mutants of them run")
 
     def describe_split(self) -> str:
         budget = self.limits.get("seconds")

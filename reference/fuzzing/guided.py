@@ -251,10 +251,13 @@ def least_reached_pair(rng: random.Random, reached: AbstractCoverage, gen: dict[
     ranked = ranked_pairs(reached, gen)
     if not ranked:
         return ()
-    def hits(p: tuple[Feature, Feature]) -> int:
-        return reached.hits["pair", *sorted((p[0].value, p[1].value))]
-    fewest = hits(ranked[0])
-    return rng.choice([p for p in ranked if hits(p) == fewest])
+    fewest = pair_hits(reached, ranked[0])
+    return rng.choice([p for p in ranked if pair_hits(reached, p) == fewest])
+
+
+def pair_hits(reached: AbstractCoverage, pair: tuple[Feature, Feature]) -> int:
+    a, b = sorted((pair[0].value, pair[1].value))
+    return reached.hits["pair", a, b]
 
 
 def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
