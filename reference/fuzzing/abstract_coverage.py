@@ -99,6 +99,11 @@ def _channel_unreachable(a: str, b: str = "") -> str | None:
                 "task acknowledged it, which it does once the channel's barrier came (persisting over), and an abort "
                 "(expiry, subsumption, failover) stops the persisting in the same step: no channel persists with no "
                 "checkpoint pending")
+    if a.endswith("/2+") and b == "persisting/1":
+        return ("with two or more checkpoints pending, all but the oldest are savepoints (a periodic checkpoint waits while "
+                "one is pending; only aligned mode, which persists nothing, draws concurrent ones), savepoints are "
+                "aligned, and one leaves pending only subsumed by a newer savepoint or completed after every task took "
+                "its barrier, which subsumes the older checkpoint: none leaves while a channel persists for that one")
     if a == "idle/0" and b.startswith("persisting/"):
         return ("a channel starts persisting when its task handles a barrier that crossed the network, at least two "
                 "actions after the trigger, and the observer looks after every action: it sees the channel idle with "

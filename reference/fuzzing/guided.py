@@ -216,8 +216,8 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
     # An at-least-once sink duplicates records after a failure, as in Flink; outside the at-least-once
     # focus the exactly-once verdict would call that a finding, so only that focus brings one in.
     excluded = set() if Feature.AT_LEAST_ONCE_SINK in gen.get("on", ()) else {Feature.AT_LEAST_ONCE_SINK}
-    if gen.get("batch") is False or gen.get("mutants"):
-        excluded.add(Feature.BLOCKING)
+    if not gen.get("batch"):
+        excluded.add(Feature.BLOCKING)  # a forced batch job would lose the focus's checkpointing features
     if gen.get("storage") is False:
         excluded.add(Feature.STORAGE)
     if gen.get("rescale") is False:
@@ -231,16 +231,16 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
 
 def ranked_pairs(reached: AbstractCoverage, gen: dict[str, Any]) -> list[tuple[Feature, Feature]]:
     """The reachable pairs of maskable features the focus ``gen`` does not rule out, fewest hits first
-    (ties in name order); none for a batch focus (a batch job takes no checkpointing features)."""
-    if gen.get("batch"):
-        return []
+    (ties in name order): a batch focus walks the pairs with blocking exchanges, the others never
+    force a batch job."""
     excluded = _excluded(gen)
+    batch = bool(gen.get("batch"))
     ranked: list[tuple[int, str, str]] = []
     for cell, why in ABSTRACT_UNIVERSE.items():
         if cell[0] != "pair" or why is not None or cell[1] not in _MASKABLE or cell[2] not in _MASKABLE:
             continue
         pair = (_MASKABLE[cell[1]], _MASKABLE[cell[2]])
-        if not excluded & set(with_needs(pair)):
+        if not excluded & set(with_needs(pair)) and (Feature.BLOCKING in pair) == batch:
             ranked.append((reached.hits[cell], cell[1], cell[2]))
     return [(_MASKABLE[a], _MASKABLE[b]) for _, a, b in sorted(ranked)]
 

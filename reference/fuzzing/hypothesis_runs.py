@@ -23,10 +23,14 @@ from cutcheck.reference.fuzzing.guided import (
     force,
     keep,
     mutate,
+    pair_hits,
     pick,
     ranked_pairs,
 )
+
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
+
+NEEDY = 3  # foci an example may be steered to (the ones with the least-reached pairs)
 
 
 @contextlib.contextmanager
@@ -117,15 +121,16 @@ class GuidedExamples:
     """How each example of a Hypothesis campaign chooses what to run, steered by what the campaign has
     reached so far (``reference.fuzzing.guided``): about half of them, once the corpus has entries, are
     mutants of a scenario that reached new abstract cells (the ones with rare cells picked more often);
-    the rest walk the foci of the cycle with the interleaving knobs drawn (on or off) and one of the
-    ``PAIR_CHOICES`` least-reached swarm-feature pairs their focus allows forced on.
+    the rest walk the foci of the cycle (one in four steered to a focus whose allowed pairs are least
+    reached) with the interleaving knobs drawn (on or off) and one of the ``PAIR_CHOICES``
+    least-reached swarm-feature pairs their focus allows forced on.
 
     Examples see the corpus and the counts as they were when their batch began (``freeze``): Hypothesis
     replays an example's draws while it shrinks, and the same draws must give the same scenario. Every
     draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
     """
 
-    __slots__ = ("corpus", "reached", "mutated", "_corpus", "_hits")
+    __slots__ = ("corpus", "reached", "mutated", "_corpus", "_hits", "_needy")
 
     def __init__(self, reached: AbstractCoverage):
         self.corpus: list[Entry] = []
@@ -133,16 +138,24 @@ class GuidedExamples:
         self.mutated = 0
         self._corpus: tuple[Entry, ...] = ()
         self._hits = AbstractCoverage()
+        self._needy: tuple[str, ...] = ()
 
     def freeze(self) -> None:
         self._corpus = tuple(self.corpus)
-        self._hits = AbstractCoverage(Counter(self.reached.hits))
+        self._hits = hits = AbstractCoverage(Counter(self.reached.hits))
+        # The foci whose least-reached allowed pair has the fewest hits: a focus a cycle step brings
+        # up rarely (at-least-once, batch: one in 18) would otherwise leave its own pairs unreached.
+        least = {focus: min((pair_hits(hits, p) for p in ranked_pairs(hits, FOCI[focus])), default=2**31)
+                 for focus in dict.fromkeys(FEATURE_CYCLE)}
+        self._needy = tuple(sorted(least, key=lambda f: least[f])[:NEEDY])
 
     def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, bool]:
         """The generator settings and the draw of one example, and whether it mutates a corpus entry."""
         from hypothesis import strategies as st
 
         focus = FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
+        if data.draw(st.integers(0, 3)) == 3:  # one in four: a focus whose pairs are least reached
+            focus = self._needy[data.draw(st.integers(0, len(self._needy) - 1))]
         if self._corpus and data.draw(st.integers(0, 1)):
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
             parent = pick(rng, self._corpus, self._hits)

@@ -95,7 +95,10 @@ def test_pairs_a_focus_rules_out_are_never_forced() -> None:
     assert Feature.CONCURRENT not in unaligned and Feature.AT_LEAST_ONCE_SINK not in unaligned
     assert Feature.AT_LEAST_ONCE_SINK in {f for pair in ranked_pairs(none, FOCI["at-least-once"]) for f in pair}
     assert not {Feature.RESUBMIT} & {f for pair in ranked_pairs(none, FOCI["rescale"]) for f in pair}
-    assert ranked_pairs(none, FOCI["batch"]) == []
+    batch = ranked_pairs(none, FOCI["batch"])
+    assert batch and all(Feature.BLOCKING in pair for pair in batch)
+    assert all(Feature.BLOCKING not in pair for focus in FOCI.values() if not focus.get("batch")
+               for pair in ranked_pairs(none, focus))
     reached = AbstractCoverage()
     first = ranked_pairs(none, FOCI["swarm"])[0]
     reached.hits["pair", *sorted(f.value for f in first)] += 1
@@ -104,14 +107,15 @@ def test_pairs_a_focus_rules_out_are_never_forced() -> None:
 
 def test_the_seed_campaign_walks_the_feature_pairs_seed_by_seed() -> None:
     from cutcheck.reference.fuzzing.guided import seed_gen
-    from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI
+    from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE
 
     n = len(FEATURE_CYCLE)
     swarm = FEATURE_CYCLE.index("swarm")
     forced = [seed_gen(swarm + k * n)["on"] for k in range(20)]
     assert len(set(forced)) == 20  # a new pair each pass over the cycle
     assert seed_gen(swarm) == seed_gen(swarm)  # a function of the seed alone (workers, Spark tasks)
-    assert seed_gen(FEATURE_CYCLE.index("batch")) == FOCI["batch"]
+    batch = seed_gen(FEATURE_CYCLE.index("batch"))
+    assert Feature.BLOCKING in batch["on"] and batch["batch"] is True
 
 
 def test_the_seed_campaign_runs_the_guided_scenario_of_each_seed_and_replays_it(tmp_path: Path) -> None:
