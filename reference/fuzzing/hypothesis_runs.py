@@ -27,7 +27,6 @@ from cutcheck.reference.fuzzing.guided import (
     pick,
     ranked_pairs,
 )
-
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
 NEEDY = 3  # foci an example may be steered to (the ones with the least-reached pairs)
