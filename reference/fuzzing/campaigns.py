@@ -35,7 +35,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
-from cutcheck.reference.fuzzing.guided import seed_gen
+from cutcheck.reference.fuzzing.guided import maybe_bursts, seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
     GuidedExamples,
     HypothesisRecordingDraw,
@@ -240,6 +240,8 @@ class _Search:
         else:
             gen, draw, mutated = self.guide.draw(data)
         sdict = scenario_dict(draw, mutants=self.mutants, **gen)
+        if self.guide is not None:
+            maybe_bursts(sdict, draw)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
         # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
         # runs overrun its choice buffer, which it then reported as inconsistent data generation.

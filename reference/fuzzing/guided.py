@@ -31,7 +31,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
-from cutcheck.reference.fuzzing.swarm import MASKABLE, Feature
+from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario, verdict_of_seed
 
 MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
@@ -128,6 +128,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
         draw = RecordingDraw(rng, prefix)
         sdict = scenario_dict(draw, mutants=mutants, **gen)
+        maybe_bursts(sdict, draw)
         try:
             with walled(wall):
                 verdict = run_scenario(sdict)
@@ -289,6 +290,33 @@ def guided_verdict_of_seed(seed: int, mutants: Sequence[str] = ()) -> dict[str, 
     """``verdicts.verdict_of_seed`` with the seed campaign's guidance (``seed_gen``): what a worker
     process or a Spark task of ``fuzz --seeds`` runs, a plain top-level function of one integer."""
     return verdict_of_seed(seed, mutants, seed_gen(seed))
+
+
+BURSTS = 4  # savepoint bursts a scenario may get (``savepoint_bursts``)
+
+
+def maybe_bursts(sdict: dict[str, Any], draw: Draw) -> None:
+    """One guided scenario in four gets ``savepoint_bursts`` (drawn last: it shrinks to none); not a
+    batch job (no checkpoints), a resubmit (its second job restores what the first one's savepoints
+    decided) or at-least-once checkpointing."""
+    if (any(e.get("exchange") == "blocking" for e in sdict["graph"]["edges"]) or "resubmit" in sdict
+            or sdict["checkpoint"].get("mode") == "at_least_once"):
+        return
+    if draw.integer(0, 3) == 3:
+        savepoint_bursts(sdict, draw)
+
+
+def savepoint_bursts(sdict: dict[str, Any], draw: Draw) -> None:
+    """Savepoints two at a time, each pair due at one step, a few times over the run: the orders a
+    stream of lone savepoints almost never gives, several checkpoints falling due in one step and a
+    savepoint pending beside an unaligned checkpoint whose channels persist (two triggers in one
+    step, a barrier arriving as a savepoint starts, a region failover aborting both). Drawn through
+    ``draw`` after the scenario, so the rest of it is the one the same draws give without them."""
+    interval = sdict["checkpoint"]["interval"]
+    first = draw.integer(1, 2 * interval)
+    gap = draw.integer(1, 2 * interval)
+    steps = [first + k * gap for k in range(draw.integer(1, BURSTS))]
+    sdict["savepoints"] = [*sdict.get("savepoints", []), *({"at_step": t} for t in steps for _ in range(2))]
 
 
 def _rarity(entry: Entry, reached: AbstractCoverage) -> float:
