@@ -165,3 +165,21 @@ def test_no_run_reaches_a_cell_marked_unreachable() -> None:
     assert ABSTRACT_UNIVERSE["channel", "persisting/0", ""] is not None
     assert ABSTRACT_UNIVERSE["transition", "idle/0", "persisting/1"] is not None
     assert ABSTRACT_UNIVERSE["transition", "persisting/1", "idle/0"] is None
+
+
+def test_savepoint_bursts_bring_two_checkpoints_due_at_one_step() -> None:
+    from cutcheck.reference.fuzzing.guided import maybe_bursts, savepoint_bursts
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+
+    cell = ("transition", "idle/0", "idle/2+")
+    draw = RecordingDraw(random.Random(9))
+    sdict = scenario_dict(draw, **FOCI["swarm-small"])
+    assert run_scenario(sdict).abstract.hits[cell] == 0  # lone savepoints and periodic checkpoints: never
+    savepoint_bursts(sdict, draw)
+    steps = [s["at_step"] for s in sdict["savepoints"]]
+    assert steps and all(steps.count(t) == 2 for t in steps)
+    burst = run_scenario(sdict)
+    assert burst.ok and burst.abstract.hits[cell] > 0
+    batch = scenario_dict(RecordingDraw(random.Random(1)), **FOCI["batch"])
+    maybe_bursts(batch, RecordingDraw(random.Random(0), [3]))  # a batch job takes no checkpoints: no bursts
+    assert "savepoints" not in batch
