@@ -234,13 +234,13 @@ class _Search:
         shrinking = self.found is not None
         wall = self.shrink_end if shrinking else self.search_end
         self._stop_at(wall)
-        mutated = False
+        how = "plain"
         if self.guide is None:
             gen, draw = self.gen or {}, HypothesisRecordingDraw(data)
         else:
-            gen, draw, mutated = self.guide.draw(data)
+            gen, draw, how = self.guide.draw(data)
         sdict = scenario_dict(draw, mutants=self.mutants, **gen)
-        if self.guide is not None:
+        if how != "plain":
             maybe_bursts(sdict, draw)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
         # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
@@ -266,7 +266,7 @@ class _Search:
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
             if self.guide is not None:
-                self.guide.learn(draw, gen, verdict, mutated)  # before the merge: it keeps what is new
+                self.guide.learn(draw, gen, verdict, how)  # before the merge: it keeps what is new
             r.abstract.merge(verdict.abstract)
             if self.progress is not None:
                 self.progress(1)
