@@ -63,6 +63,7 @@ __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis
 SEARCH_SHARE = 0.8
 SHRINK_SECONDS = 60.0  # shrinking budget of a campaign bounded by examples only
 CHOICE_BUDGET = 300  # most scheduler choices a Hypothesis example scripts
+GUIDED_SEEDS = 500_000  # guided batches' Hypothesis seeds start here (plain ones count from 0, as unguided)
 
 
 @dataclass(slots=True)
@@ -186,7 +187,11 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
         if end is not None and time.monotonic() >= end:
             result.limits["search_stopped_by"] = "budget"
             break
-        search.run_batch(min(20, examples - result.examples), seed * 1_000_003 + batch, shrink=shrink)
+        # Guided campaigns alternate plain batches (the unguided campaign's, seeds and all) and guided ones.
+        guided = search.guide is not None and batch % 2 == 1
+        plain = batch if search.guide is None else batch // 2
+        batch_seed = seed * 1_000_003 + (GUIDED_SEEDS + batch // 2 if guided else plain)
+        search.run_batch(min(20, examples - result.examples), batch_seed, shrink=shrink, guided=guided)
         stop_if_interrupted()
         batch += 1
     if search.found is None and end is not None and time.monotonic() >= end:
@@ -289,9 +294,9 @@ class _Search:
         if wall is not None and time.monotonic() >= wall:
             raise BudgetExhausted("the campaign's time budget ended")
 
-    def run_batch(self, size: int, batch_seed: int, *, shrink: bool) -> None:
+    def run_batch(self, size: int, batch_seed: int, *, shrink: bool, guided: bool = False) -> None:
         if self.guide is not None:
-            self.guide.freeze()  # what this batch's examples steer by, the same whenever Hypothesis replays one
+            self.guide.freeze(active=guided)  # what this batch's examples steer by, the same in every replay
         phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
 
         @settings(max_examples=size, deadline=None, database=None, verbosity=Verbosity.quiet, phases=phases,

@@ -133,11 +133,13 @@ def test_the_seed_campaign_runs_the_guided_scenario_of_each_seed_and_replays_it(
 def test_the_hypothesis_campaign_is_guided_and_its_seed_reproduces_it() -> None:
     from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign
 
+    plain = hypothesis_campaign(examples=20, seed=5)
+    assert plain.guidance["mutated"] == 0 and plain.guidance["corpus"] >= 1  # the first batch is plain, and kept
     one = hypothesis_campaign(examples=30, seed=5)
     two = hypothesis_campaign(examples=30, seed=5)
     assert one.ok and one.examples == 30
     assert one.abstract.hits == two.abstract.hits and one.guidance == two.guidance
-    assert one.guidance["corpus"] >= 1 and one.guidance["mutated"] >= 1  # the second batch mutates the first's
+    assert one.guidance["mutated"] >= 1  # the second batch, guided, mutates what the first one kept
     assert one.to_json()["guidance"] == one.guidance
     fixed = hypothesis_campaign(examples=5, seed=5, gen={"max_records": 20})
     assert fixed.guidance == {}  # settings given: the caller's, unguided
