@@ -341,7 +341,10 @@ def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dic
                 result.limits["search_stopped_by"] = "budget"
                 break
             try:
-                verdict = verdict_of_seed(s, mutants, seed_gen(s) if gen is None else gen)
+                # Past a finding a seed runs inside the search's share, not the whole wall: one started
+                # just before the share ended ran to the wall (under load) and left shrinking nothing.
+                with walled(start + SEARCH_SHARE * seconds if found and seconds is not None else wall):
+                    verdict = verdict_of_seed(s, mutants, seed_gen(s) if gen is None else gen)
             except BudgetExhausted:
                 result.cut_by_wall += 1
                 result.limits["search_stopped_by"] = "budget"
