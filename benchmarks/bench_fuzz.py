@@ -8,8 +8,9 @@ Detection: every fault of the catalogue, the test-only ones included (marked ``t
 by each campaign on its own at campaign seeds 0 .. SEEDS-1, each hunt within ``--budget`` seconds
 (the campaign's wall, which no scenario overruns):
 
-- ``hypothesis``: ``cutcheck fuzz --seed S --seconds B --mutant F`` (``hypothesis_campaign``, without
-  shrinking: the figure is the time until the first finding);
+- ``hypothesis``: ``cutcheck fuzz --seed S --seconds B --mutant F`` (``hypothesis_campaign``, guided by
+  its corpus and the least-reached feature pairs as ``fuzz`` runs it, without shrinking: the figure is
+  the time until the first finding);
 - ``seed``: the mutation check's hunt of ``verify --seed S`` (``kill``: scenario seeds from
   ``S x SEED_STRIDE`` on, through the feature cycle).
 

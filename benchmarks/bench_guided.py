@@ -2,6 +2,7 @@
 found, one JSON line per figure.
 
     python benchmarks/bench_guided.py [--seconds 60] [--seeds 0,1,2,3,4] [--faults a,b] [--reach-seeds 200]
+                                      [--coverage-seeds 0,1,2,3,4] [--coverage-only]
 
 0. Observer: seconds of the first 60 seeds of the campaign cycle run plainly and watched by the
    abstract-state observer (every fuzz verdict is), and their ratio.
@@ -9,7 +10,11 @@ found, one JSON line per figure.
    with and without the interleaving knobs (``interleave``), how many reach the FLINK-21104 cells
    (``stale meets-persisting``, ``stale records-behind``) and the seconds per scenario (the baseline
    runs in the same process).
-2. Detection: for each fault and campaign seed, whether a guided campaign (``reference.fuzzing.guided``)
+2. Coverage: for each of ``--coverage-seeds``, the abstract cells reached by verify's fuzz stage under
+   the ci profile (the guided Hypothesis campaign, ``FUZZ_PROFILES["ci"]`` examples), of the reachable
+   ones, with the seconds it took, the cells missed, the pair family's figure, and a finding if the
+   campaign stopped at one.
+3. Detection: for each fault and campaign seed, whether a guided campaign (``reference.fuzzing.guided``)
    finds it within ``--seconds``, after how long, and whether the same scenario passes without it.
 """
 
@@ -24,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver, ObservingChooser  # noqa: E402
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver  # noqa: E402
 from cutcheck.reference.fuzzing.guided import guided_campaign  # noqa: E402
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_of_seed  # noqa: E402
 from cutcheck.reference.scenario import Scenario  # noqa: E402
@@ -50,7 +55,7 @@ def observer_overhead(n: int = 60) -> None:
             start = time.monotonic()
             # A refused restore or a finding costs the same either way.
             with contextlib.suppress(Exception):
-                simulate(sc, trace=True, chooser=ObservingChooser(None, AbstractObserver()) if observe else None)
+                simulate(sc, trace=True, watch=AbstractObserver().attach if observe else None)
             if observe:
                 watched += time.monotonic() - start
             else:
@@ -73,6 +78,23 @@ def reach(n: int) -> None:
             emit(figure="reach", focus=label, cell=" ".join(c[:2]), scenarios=n, reached=reached[c],
                  seconds_per_scenario=round(per[label], 4))
     emit(figure="reach_cost_ratio", ratio=round(per["expiry-unaligned+interleave"] / per["expiry-unaligned"], 3))
+
+
+def ci_coverage(seeds: list[int]) -> None:
+    from cutcheck.commands.campaign import FUZZ_PROFILES
+    from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, cell_name
+    from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign
+
+    pairs = [c for c, why in ABSTRACT_UNIVERSE.items() if c[0] == "pair" and why is None]
+    for seed in seeds:
+        start = time.monotonic()
+        r = hypothesis_campaign(examples=FUZZ_PROFILES["ci"]["examples"], seed=seed)
+        a = r.abstract
+        emit(figure="ci_abstract_coverage", seed=seed, reached=len(a.reached()), reachable=a.reachable(),
+             pairs_reached=sum(bool(a.hits[c]) for c in pairs), pairs_reachable=len(pairs),
+             seconds=round(time.monotonic() - start, 1), scenarios=r.examples, guidance=r.guidance,
+             missed=[cell_name(c) for c in a.missed()],
+             finding=None if r.failure is None else r.failure.violations[0])
 
 
 def detect(faults: list[str], seeds: list[int], seconds: float) -> None:
@@ -98,7 +120,13 @@ def main() -> None:
     ap.add_argument("--seeds", default="0,1,2,3,4")
     ap.add_argument("--faults", default=",".join(FAULTS))
     ap.add_argument("--reach-seeds", type=int, default=200)
+    ap.add_argument("--coverage-seeds", default="0,1,2,3,4")
+    ap.add_argument("--coverage-only", action="store_true")
     a = ap.parse_args()
+    if a.coverage_seeds:
+        ci_coverage([int(s) for s in a.coverage_seeds.split(",")])
+    if a.coverage_only:
+        return
     observer_overhead()
     if a.reach_seeds:
         reach(a.reach_seeds)

@@ -35,10 +35,11 @@ def replay_line(path: Path | str) -> str:
 
 
 def abstract_lines(coverage: Any) -> list[str]:
-    """The abstract-state coverage summary (reference.fuzzing.abstract_coverage)."""
+    """The abstract-state coverage summary (reference.fuzzing.abstract_coverage), the unreachable cells
+    listed under their reasons."""
     from cutcheck.reference.fuzzing.abstract_coverage import abstract_lines as lines
 
-    return lines(coverage)
+    return lines(coverage, unreachable=True)
 
 
 def coverage_lines(coverage: Any) -> list[str]:

@@ -81,12 +81,12 @@ def _spark_verdicts(seeds: list[int], mutants: tuple[str, ...], master: str) -> 
     """Each seed is one Spark task running the engine (executors need this project installed)."""
     import functools as ft
 
-    from cutcheck.reference.fuzzing.campaigns import verdict_of_seed
+    from cutcheck.reference.fuzzing.guided import guided_verdict_of_seed
     from cutcheck.spark_validation.session import get_session
 
     spark = get_session(master)  # its Python workers run this interpreter (spark_validation.session)
     rdd = spark.sparkContext.parallelize(seeds, max(1, min(len(seeds), 64)))
-    verdicts = rdd.map(ft.partial(verdict_of_seed, mutants=mutants)).collect()  # each with its coverage
+    verdicts = rdd.map(ft.partial(guided_verdict_of_seed, mutants=mutants)).collect()  # each with its coverage
     return sorted(verdicts, key=lambda v: v["seed"])
 
 
@@ -132,6 +132,8 @@ def fuzz(
     show(f"fuzz: {result.examples} scenarios ran ({result.covered.describe()})",
          ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
     out.print(result.describe_split(), markup=False, highlight=False, soft_wrap=True)
+    if result.guidance:
+        out.print(result.describe_guidance(), markup=False, highlight=False, soft_wrap=True)
     out.print("phases: " + ", ".join(f"{k} {v:.1f} s" for k, v in result.phases.items())
               + f"; limits: {result.limits}", markup=False, highlight=False, soft_wrap=True)
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
@@ -174,7 +176,9 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
 
         workers = _usable_workers(workers)
         with get_context("spawn").Pool(workers) as pool:
-            verdicts = pool.starmap(fz.verdict_of_seed, [(s, mutants) for s in seed_list])
+            from cutcheck.reference.fuzzing.guided import guided_verdict_of_seed
+
+            verdicts = pool.starmap(guided_verdict_of_seed, [(s, mutants) for s in seed_list])
     else:
         verdicts = None
     start = time.monotonic()
@@ -193,7 +197,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
          "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
-    found = [fz.scenario_of_seed(v["seed"], mutants) for v in bad[:5]]
+    found = [fz.scenario_of_seed(v["seed"], mutants, fz.seed_gen(v["seed"])) for v in bad[:5]]
     shrunk = None
     if bad:  # the first finding is shrunk too, within what is left of the budget (the same wall)
         deadline = start + seconds if seconds is not None else time.monotonic() + fz.SHRINK_SECONDS

@@ -125,7 +125,8 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
         campaign = fz.hypothesis_campaign(examples=budget["examples"], mutants=mutants, seed=seed,
                                           progress=lambda n: progress.advance(task, n))
     detail = (f"{campaign.examples} scenarios ran in {campaign.seconds:.1f} s ({campaign.describe_split()}; "
-              f"{campaign.covered.describe()}); "
+              f"{campaign.covered.describe()}; {campaign.abstract.describe()}"
+              + (f"; {campaign.describe_guidance()}" if campaign.guidance else "") + "); "
               f"{campaign.refused} restores refused and {campaign.looped} jobs restarting for ever on failed "
               "checkpoints, as Flink would")
     detail += "".join(f"; {line}" for line in skipped_lines(campaign.skipped))  # a skip is said, never silent

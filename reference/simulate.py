@@ -128,9 +128,11 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
              *, chooser: Chooser | None = None, trace: bool = False, storage: Any = None,
              max_steps: int | None = None, checkpoint_dir: str | Path | None = None,
              restore: str | Path | None = None, restore_mode: str | None = None, force: bool = False,
-             progress: Progress | None = None) -> RunResult:
+             progress: Progress | None = None, watch: Callable[[Any], None] | None = None) -> RunResult:
     """Run ``scenario``; with ``out_dir``, write its run directory (``force``: replace an earlier
-    cutcheck run there). ``progress(step, max_steps)`` is called every ``PROGRESS_EVERY`` actions."""
+    cutcheck run there). ``progress(step, max_steps)`` is called every ``PROGRESS_EVERY`` actions;
+    ``watch(engine)`` with each engine of the run before it runs, for read-only observers to
+    subscribe to its bus (a resubmitted scenario runs two)."""
     if out_dir is not None:
         check_output_dir(out_dir, force=force)  # before any work: a refusal costs nothing
     if not isinstance(scenario, Scenario):
@@ -151,7 +153,7 @@ def simulate(scenario: Scenario | str | Path | dict[str, Any], out_dir: str | Pa
     if resubmit is not None and storage is None:
         raise ScenarioError("resubmit needs on-disk checkpoints, but the storage section has no dir; give storage.dir "
                             "or --checkpoint-dir.")
-    run = _Job(chooser=chooser, trace=trace, max_steps=max_steps, progress=progress)
+    run = _Job(chooser=chooser, trace=trace, max_steps=max_steps, progress=progress, watch=watch)
     plan = None
     if resubmit is not None:
 
@@ -184,22 +186,26 @@ class _Job:
     trace: bool
     max_steps: int | None
     progress: Progress | None
+    watch: Callable[[Any], None] | None = None
 
     def __call__(self, scenario: Scenario, logs: RunLogWriter | None, storage: Any, restored: Any, *,
                  sections: dict[str, Any] | None = None, keep_logs: Callable[[RunResult], bool] | None = None,
                  as_written: Scenario | None = None) -> RunResult:
         return _run(scenario, logs, chooser=self.chooser, storage=storage, trace=self.trace, max_steps=self.max_steps,
                     restored=restored, progress=self.progress, sections=sections or {}, keep_logs=keep_logs,
-                    as_written=as_written or scenario)
+                    as_written=as_written or scenario, watch=self.watch)
 
 
 def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | None, storage: Any, trace: bool,
          max_steps: int | None, restored: Any, progress: Progress | None, sections: dict[str, Any],
-         keep_logs: Callable[[RunResult], bool] | None, as_written: Scenario) -> RunResult:
+         keep_logs: Callable[[RunResult], bool] | None, as_written: Scenario,
+         watch: Callable[[Any], None] | None = None) -> RunResult:
     """One job. ``keep_logs(result)``, asked before the logs are written, may discard them (the run
     directory then belongs to a later job); ``as_written`` is the scenario the run directory replays."""
     engine = make_engine(scenario, chooser=chooser, storage=storage, trace=trace, log_sink=logs, max_steps=max_steps,
                          restore=restored)
+    if watch is not None:
+        watch(engine)
     if progress is not None:
         engine.chooser = _Reporting(engine.chooser, engine, progress, PROGRESS_EVERY)
     violations: list[dict[str, str]] = []

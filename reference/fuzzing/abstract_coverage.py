@@ -17,24 +17,24 @@ states such bugs live in, per channel and per checkpoint:
   state, output: the sender's) of channel state a restore installed, kept or rescaled;
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
-The observer (``AbstractObserver``) is read-only: it looks at the engine before each step's action,
-through the engine's one step hook (``reference.runtime.scheduler.pick``), by wrapping the run's
-chooser (``ObservingChooser``), so a run with it makes the same choices as one without.
+The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
+(``reference.events.stream.StepTaken``) and looks at the engine after each step's action, so a run
+with it makes the same choices as one without.
 ``ABSTRACT_UNIVERSE`` lists every cell; the ones no run can reach carry the reason.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
 from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.reference.events.stream import StepTaken
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
-from cutcheck.reference.runtime.scheduler import Action, Chooser, chooser_for, pick
 
 Cell = tuple[str, str, str]
 
@@ -51,6 +51,7 @@ STALE = {
                        "newer checkpoint (the records FLINK-21104 lost)"),
 }
 SIDES = ("input", "output")
+MISSED_SHOWN = 40  # unreached cells named in the output; past that the pairs are only counted
 BATCH_ONLY = frozenset({Feature.BLOCKING})
 # Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
 CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT, Feature.EXPIRY,
@@ -80,19 +81,46 @@ def _pair_unreachable(a: Feature, b: Feature) -> str | None:
         return "concurrent checkpoints are drawn for aligned mode only (Flink allows one unaligned checkpoint in flight)"
     if Feature.RESUBMIT in pair and pair & {Feature.RESCALE, Feature.RESCALE_SEVERAL, Feature.REFUSABLE_RESCALE}:
         return "a resubmit is drawn only for scenarios without rescales (their output credit across a restore is open work)"
+    if pair & BATCH_ONLY and pair & {Feature.RESCALE, Feature.REFUSABLE_RESCALE}:
+        return "rescales are drawn for streaming jobs only (a rescale restores a checkpoint, and a batch job takes none)"
+    if Feature.AT_LEAST_ONCE_SINK in pair and pair & {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT,
+                                                      Feature.BLOCKING}:
+        return ("at-least-once sinks are drawn only in streaming jobs with at-least-once checkpointing (an exactly-once "
+                "job's verdict counts their duplicates as a finding), which is neither unaligned, aligned with a timeout, "
+                "concurrent (aligned only) nor a batch job")
+    return None
+
+
+def _channel_unreachable(a: str, b: str = "") -> str | None:
+    """Why a channel state (``b`` empty) or a transition a -> b between two looks (one step apart) never
+    happens in a correct run."""
+    if "persisting/0" in (a, b):
+        return ("a channel persists only for the checkpoint its task collects; that checkpoint stays pending until the "
+                "task acknowledged it, which it does once the channel's barrier came (persisting over), and an abort "
+                "(expiry, subsumption, failover) stops the persisting in the same step: no channel persists with no "
+                "checkpoint pending")
+    if a.endswith("/2+") and b == "persisting/1":
+        return ("with two or more checkpoints pending, all but the oldest are savepoints (a periodic checkpoint waits while "
+                "one is pending; only aligned mode, which persists nothing, draws concurrent ones), savepoints are "
+                "aligned, and one leaves pending only subsumed by a newer savepoint or completed after every task took "
+                "its barrier, which subsumes the older checkpoint: none leaves while a channel persists for that one")
+    if a == "idle/0" and b.startswith("persisting/"):
+        return ("a channel starts persisting when its task handles a barrier that crossed the network, at least two "
+                "actions after the trigger, and the observer looks after every action: it sees the channel idle with "
+                "the checkpoint pending first")
     return None
 
 
 def _universe() -> dict[Cell, str | None]:
     cells: dict[Cell, str | None] = {}
     for state in CHANNEL_STATES:
-        # No channel state or transition is ruled out: a savepoint may be pending beside an unaligned
-        # checkpoint (persisting/2+), and the observer looks once per step, after timers and an action.
-        cells["channel", state, ""] = None
+        # A savepoint may be pending beside an unaligned checkpoint (persisting/2+); the observer looks
+        # once per step, after timers and an action.
+        cells["channel", state, ""] = _channel_unreachable(state)
     for a in CHANNEL_STATES:
         for b in CHANNEL_STATES:
             if a != b:
-                cells["transition", a, b] = None
+                cells["transition", a, b] = _channel_unreachable(a, b)
     for kind in BARRIERS:
         for n in COUNTS:
             cells["overtake", kind, n] = None
@@ -172,28 +200,37 @@ def feature_pairs(features: Iterable[Feature]) -> list[Cell]:
 
 
 class AbstractObserver:
-    """Reads the engine before each step and counts the abstract cells it is in (never writes to it).
+    """Reads the engine after each step and counts the abstract cells it is in (never writes to it).
 
     Per-step work is kept to what changes: channel states are read only while some checkpoint is
-    pending or some channel still persists, senders are scanned only while a checkpoint is pending.
+    pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
         self._last: dict[int, tuple[str, Any]] = {}  # id(channel) -> (its last state, the channel, kept alive)
         self._restores = 0
         self._busy = False  # some channel persisted at the last look
+        self._was_pending = 0  # checkpoints pending at the last look
         # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
+
+    def attach(self, engine: Any) -> None:
+        """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
+        attaches it to both jobs' engines)."""
+        engine.bus.subscribe(StepTaken, lambda _: self.observe(engine))
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
         pending = engine.coordinator.pending
         npending = len(pending)
-        if npending or self._busy:
+        # The look after the last pending checkpoint ended counts too: without it an aligned job's
+        # channels would never be seen going back to no checkpoint pending.
+        if npending or self._busy or self._was_pending:
             self._channels(engine, hits, npending)
+        self._was_pending = npending
         if npending:
             self._senders(engine, hits, pending)
         if len(engine.restore_reports) != self._restores:
@@ -275,59 +312,38 @@ class AbstractObserver:
                 hits["restore", partitioner, "output"] += 1
 
 
-class ObservingChooser:
-    """Wraps a run's chooser: the observer looks at the engine, then the wrapped chooser picks as it
-    would have (same calls, same order), so observing changes no schedule. Without a chooser to wrap,
-    each engine of the run (a resubmitted scenario runs two) gets the one it would have built itself."""
-
-    __slots__ = ("_inner", "_given", "_engine", "observer", "sees_actions")
-
-    def __init__(self, inner: Chooser | None, observer: AbstractObserver):
-        self._inner = inner
-        self._given = inner is not None
-        self._engine: Any = None
-        self.observer = observer
-        self.sees_actions = True
-
-    def choose(self, weights: Sequence[int]) -> int:
-        if self._inner is None:
-            raise RuntimeError("an observing chooser without a chooser of its own picks only for an engine")
-        return self._inner.choose(weights)
-
-    def choose_action(self, engine: Any, actions: Sequence[Action]) -> int:
-        if engine is not self._engine:
-            self._engine = engine
-            if not self._given:
-                self._inner = chooser_for(engine.scenario.schedule, engine.scenario.seed)
-        self.observer.observe(engine)
-        assert self._inner is not None
-        return pick(self._inner, engine, actions)
-
-
-def observe(sdict: Mapping[str, Any], chooser: Chooser | None) -> tuple[AbstractObserver, ObservingChooser]:
+def observe(sdict: Mapping[str, Any]) -> AbstractObserver:
     """An observer for one fuzz run of ``sdict`` (its swarm-feature pairs already counted when its
-    graph is inline, as generated ones are) and the chooser that feeds it, wrapping ``chooser``."""
+    graph is inline, as generated ones are); ``simulate(..., watch=observer.attach)`` subscribes it."""
     observer = AbstractObserver()
     if isinstance(sdict.get("graph"), Mapping):
         for cell in feature_pairs(features_of(sdict)):
             observer.coverage.hits[cell] += 1
-    return observer, ObservingChooser(chooser, observer)
+    return observer
 
 
-def abstract_lines(coverage: AbstractCoverage) -> list[str]:
+def abstract_lines(coverage: AbstractCoverage, *, unreachable: bool = False) -> list[str]:
     """The summary for ``fuzz`` and ``verify``: reached of reachable per family, the unreached cells by
-    name (pairs by count: the JSON report names them), and how many are ruled out (with reasons there)."""
+    name (pairs too, when few are left: the JSON report names them all), and how many are ruled out;
+    with ``unreachable``, each of those by name under its reason."""
     families: dict[str, list[int]] = {}
     for cell, why in ABSTRACT_UNIVERSE.items():
         if why is None:
             counts = families.setdefault(cell[0], [0, 0])
             counts[0] += bool(coverage.hits[cell])
             counts[1] += 1
-    ruled_out = sum(why is not None for why in ABSTRACT_UNIVERSE.values())
+    ruled_out = [(c, why) for c, why in ABSTRACT_UNIVERSE.items() if why is not None]
+    where = "below" if unreachable else "in the JSON report"
     lines = [f"abstract coverage: {coverage.describe()} ("
              + ", ".join(f"{family} {n}/{total}" for family, (n, total) in families.items())
-             + f"; {ruled_out} unreachable, with reasons in the JSON report)"]
-    missed = [cell_name(c) for c in coverage.missed() if c[0] != "pair"]
-    if missed:
-        lines.append("abstract states not reached: " + ", ".join(missed))
+             + f"; {len(ruled_out)} unreachable, with reasons {where})"]
+    missed = coverage.missed()
+    shown = [cell_name(c) for c in missed if c[0] != "pair" or len(missed) <= MISSED_SHOWN]
+    if shown:
+        lines.append("abstract states not reached: " + ", ".join(shown))
+    if unreachable:
+        by_reason: dict[str, list[str]] = {}
+        for cell, why in ruled_out:
+            by_reason.setdefault(why, []).append(cell_name(cell))
+        lines += [f"unreachable ({why}): {', '.join(names)}" for why, names in by_reason.items()]
     return lines

@@ -12,8 +12,9 @@ the engine loop looks at the clock every few hundred steps), so no single scenar
 scenario the wall cuts is unjudged (counted in ``cut_by_wall``, neither ok nor a finding); shrinking
 cut by it keeps the smallest counterexample found so far, which replays as it is.
 
-A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed``) and is what a Spark
-cluster runs: ``verdict_of_seed`` is a plain top-level function of one integer.
+A seed campaign maps integers to scenarios (``verdicts.scenario_of_seed`` with ``guided.seed_gen``)
+and is what a Spark cluster runs: ``guided.guided_verdict_of_seed`` is a plain top-level function of
+one integer.
 """
 
 from __future__ import annotations
@@ -34,7 +35,10 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
+from cutcheck.reference.fuzzing.guided import maybe_bursts, seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
+    GuidedExamples,
+    HypothesisRecordingDraw,
     private_hypothesis_home,
     scan_constants_now,
     sticky_interrupts,
@@ -43,8 +47,6 @@ from cutcheck.reference.fuzzing.hypothesis_runs import (
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
 from cutcheck.reference.fuzzing.verdicts import (
-    FEATURE_CYCLE,
-    FOCI,
     Verdict,
     count_skips,
     run_scenario,
@@ -54,13 +56,18 @@ from cutcheck.reference.fuzzing.verdicts import (
 from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
 __all__ = ["CampaignResult", "KillResult", "ScenarioMix", "Verdict", "hypothesis_campaign", "kill",
-           "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "verdict_of_seed"]
+           "run_scenario", "scenario_from_seed", "scenario_of_seed", "seed_campaign", "seed_gen", "verdict_of_seed"]
 
 # Of a --seconds budget: a seed campaign that has a finding searches on for more only this far, so
 # that the rest is left for shrinking the first one (a Hypothesis campaign stops at its first finding).
 SEARCH_SHARE = 0.8
 SHRINK_SECONDS = 60.0  # shrinking budget of a campaign bounded by examples only
 CHOICE_BUDGET = 300  # most scheduler choices a Hypothesis example scripts
+GUIDED_SEEDS = 500_000  # guided batches' Hypothesis seeds start here (plain ones count from 0, as unguided)
+# Every GUIDED_EVERY-th batch is guided, the others plain. At 2 (measured, bench_fuzz, 2026-11-26) a fault
+# the unguided campaign found only after 80 or more scenarios could fall past a 60 s budget on a loaded
+# machine (the plain batches take half the time); a larger value gives guidance less.
+GUIDED_EVERY = 2
 
 
 @dataclass(slots=True)
@@ -107,6 +114,7 @@ class CampaignResult:
     phases: dict[str, float] = field(default_factory=dict)  # seconds per phase: search, shrink
     limits: dict[str, Any] = field(default_factory=dict)  # the budget and what ended each phase
     cut_by_wall: int = 0  # scenarios the time budget stopped while they ran: unjudged
+    guidance: dict[str, Any] = field(default_factory=dict)  # the corpus a guided campaign kept, its mutants run
 
     @property
     def split(self) -> dict[str, Any]:
@@ -114,6 +122,13 @@ class CampaignResult:
         shrank = sum(v for k, v in self.phases.items() if k != "search")
         return {"budget": self.limits.get("seconds"), "searched": round(self.phases.get("search", 0.0), 3),
                 "shrank": round(shrank, 3), "cut_by_wall": self.cut_by_wall}
+
+    def describe_guidance(self) -> str:
+        """What steered the campaign (empty for an unguided one)."""
+        if not self.guidance:
+            return ""
+        return (f"guided: {self.guidance['corpus']} scenarios kept for reaching new abstract cells, "
+                f"{self.guidance['mutated']} mutants of them run")
 
     def describe_split(self) -> str:
         budget = self.limits.get("seconds")
@@ -131,7 +146,8 @@ class CampaignResult:
                                "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
                                "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits,
-                               "abstract_coverage": self.abstract.to_json(), "split": self.split}
+                               "abstract_coverage": self.abstract.to_json(), "split": self.split,
+                               "guidance": self.guidance}
         if self.failure is not None:
             out["violation"] = self.failure.violations[0]
             out["size"] = size_of(self.failure.scenario)
@@ -146,8 +162,9 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
 
     Examples run in batches of 20 Hypothesis examples, each batch with its own derived seed, so a
     time budget can stop the search between batches (and within one: late examples are skipped).
-    Without ``gen`` each example's generator settings come from ``FEATURE_CYCLE`` (drawn, so they
-    shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
+    Without ``gen`` the campaign is guided (``hypothesis_runs.GuidedExamples``): examples mutate the
+    scenarios that reached new abstract cells, or walk ``FEATURE_CYCLE`` forcing under-reached
+    feature pairs, with the interleaving knobs drawn (all drawn, so they shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
     (``private_hypothesis_home``).
     """
     with private_hypothesis_home(), sticky_interrupts():
@@ -168,12 +185,17 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
     result.limits = {"seconds": seconds, "examples": examples, "search_until": seconds, "search_stopped_by": "examples"}
     search = _Search(tuple(mutants), gen, choice_budget, result, progress, end,
                      (lambda: end) if end is not None else (lambda: time.monotonic() + shrink_seconds))
+    guide = search.guide
     batch = 0
     while result.examples < examples and search.found is None:
         if end is not None and time.monotonic() >= end:
             result.limits["search_stopped_by"] = "budget"
             break
-        search.run_batch(min(20, examples - result.examples), seed * 1_000_003 + batch, shrink=shrink)
+        # Guided campaigns alternate plain batches (the unguided campaign's, seeds and all) and guided ones.
+        guided = search.guide is not None and batch % GUIDED_EVERY == GUIDED_EVERY - 1
+        plain = batch if search.guide is None else batch - batch // GUIDED_EVERY
+        batch_seed = seed * 1_000_003 + (GUIDED_SEEDS + batch // GUIDED_EVERY if guided else plain)
+        search.run_batch(min(20, examples - result.examples), batch_seed, shrink=shrink, guided=guided)
         stop_if_interrupted()
         batch += 1
     if search.found is None and end is not None and time.monotonic() >= end:
@@ -193,6 +215,8 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
         result.limits["shrink_runs"] = search.shrink_runs + shrunk.runs
     result.failure = search.found
     result.seconds = time.monotonic() - start
+    if guide is not None:
+        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated}
     return result
 
 
@@ -212,14 +236,21 @@ class _Search:
         self.shrink_end = 0.0
         self.hypothesis_cut = False  # the deadline stopped Hypothesis's shrinking
         self.shrink_runs = 0
+        self.guide = GuidedExamples(result.abstract) if gen is None else None
 
     def example(self, data: Any) -> None:
         stop_if_interrupted()
         shrinking = self.found is not None
         wall = self.shrink_end if shrinking else self.search_end
         self._stop_at(wall)
-        gen = self.gen if self.gen is not None else FOCI[FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]]
-        sdict = scenario_dict(_HypothesisDraw(data), mutants=self.mutants, **gen)
+        how = "plain"
+        if self.guide is None:
+            gen, draw = self.gen or {}, HypothesisRecordingDraw(data)
+        else:
+            gen, draw, how = self.guide.draw(data)
+        sdict = scenario_dict(draw, mutants=self.mutants, **gen)
+        if how != "plain":
+            maybe_bursts(sdict, draw)
         # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
         # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
         # runs overrun its choice buffer, which it then reported as inconsistent data generation.
@@ -243,6 +274,8 @@ class _Search:
             count_skips(r.skipped, verdict.to_json())
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
+            if self.guide is not None:
+                self.guide.learn(draw, gen, verdict, how)  # before the merge: it keeps what is new
             r.abstract.merge(verdict.abstract)
             if self.progress is not None:
                 self.progress(1)
@@ -265,7 +298,9 @@ class _Search:
         if wall is not None and time.monotonic() >= wall:
             raise BudgetExhausted("the campaign's time budget ended")
 
-    def run_batch(self, size: int, batch_seed: int, *, shrink: bool) -> None:
+    def run_batch(self, size: int, batch_seed: int, *, shrink: bool, guided: bool = False) -> None:
+        if self.guide is not None:
+            self.guide.freeze(active=guided)  # what this batch's examples steer by, the same in every replay
         phases = [Phase.generate, Phase.shrink] if shrink else [Phase.generate]
 
         @settings(max_examples=size, deadline=None, database=None, verbosity=Verbosity.quiet, phases=phases,
@@ -288,22 +323,14 @@ class _Search:
                 raise
 
 
-class _HypothesisDraw:
-    __slots__ = ("data",)
-
-    def __init__(self, data: st.DataObject):
-        self.data = data
-
-    def integer(self, lo: int, hi: int) -> int:
-        return self.data.draw(st.integers(lo, hi))
-
-
 def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dict[str, Any] | None = None,
                   progress: Callable[[int], None] | None = None, stop_at_first: bool = False,
                   seconds: float | None = None, start: float | None = None,
                   keep_for_shrinking: bool = False) -> CampaignResult:
     """The verdict of each seed in order, every scenario inside the wall ``start + seconds`` (``start``:
-    monotonic, default now); a seed the wall cuts is unjudged and ends the campaign. With
+    monotonic, default now); a seed the wall cuts is unjudged and ends the campaign. Without ``gen``
+    each seed takes the seed campaign's guidance (``guided.seed_gen``: its focus, and a feature pair
+    walked in turn), as ``fuzz --seeds``, its workers and Spark tasks do. With
     ``keep_for_shrinking``, once some seed failed the search ends at ``SEARCH_SHARE`` of the budget, so
     that the rest is left for shrinking the first finding."""
     result = CampaignResult()
@@ -318,7 +345,10 @@ def seed_campaign(seeds: Sequence[int], *, mutants: Sequence[str] = (), gen: dic
                 result.limits["search_stopped_by"] = "budget"
                 break
             try:
-                verdict = verdict_of_seed(s, mutants, gen)
+                # Past a finding a seed runs inside the search's share, not the whole wall: one started
+                # just before the share ended ran to the wall (under load) and left shrinking nothing.
+                with walled(start + SEARCH_SHARE * seconds if found and seconds is not None else wall):
+                    verdict = verdict_of_seed(s, mutants, seed_gen(s) if gen is None else gen)
             except BudgetExhausted:
                 result.cut_by_wall += 1
                 result.limits["search_stopped_by"] = "budget"
@@ -340,7 +370,7 @@ def shrink_seed_finding(seed: int, mutants: Sequence[str], deadline: float) -> t
     the seed's scenario ran again (the seed's own scenario is then the counterexample)."""
     try:
         with walled(deadline):
-            found = run_scenario(scenario_of_seed(seed, mutants))
+            found = run_scenario(scenario_of_seed(seed, mutants, seed_gen(seed)))
     except BudgetExhausted:
         return None, False
     if found.ok:

@@ -31,13 +31,13 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
-from cutcheck.reference.fuzzing.swarm import MASKABLE, Feature
-from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario
+from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
+from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario, verdict_of_seed
 
 MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
 INTERLEAVE_SHARE = 0.5  # of the fresh scenarios: the interleaving knobs drawn too
-MAX_CORPUS = 200
-SEED_RANGE = 2**31 - 1  # a draw this wide is a seed  # entries kept (the ones with the rarest cells when full)
+MAX_CORPUS = 200  # entries kept (the ones with the rarest cells when full)
+SEED_RANGE = 2**31 - 1  # a draw this wide is a seed
 
 
 class RecordingDraw:
@@ -46,11 +46,16 @@ class RecordingDraw:
 
     __slots__ = ("_rng", "_prefix", "draws", "seeds")
 
-    def __init__(self, rng: random.Random, prefix: Sequence[int] = ()):
+    def __init__(self, rng: random.Random | None, prefix: Sequence[int] = ()):
         self._rng = rng
         self._prefix = list(prefix)
         self.draws: list[int] = []
         self.seeds: list[int] = []  # positions of seed-sized draws (the scenario's seed, which drives its schedule)
+
+    def fresh(self, lo: int, hi: int) -> int:
+        """A draw past the prefix (a Hypothesis campaign's subclass draws it through Hypothesis)."""
+        assert self._rng is not None
+        return self._rng.randint(lo, hi)
 
     def integer(self, lo: int, hi: int) -> int:
         i = len(self.draws)
@@ -59,7 +64,7 @@ class RecordingDraw:
             if not lo <= v <= hi:
                 v = lo + (v - lo) % (hi - lo + 1)
         else:
-            v = self._rng.randint(lo, hi)
+            v = self.fresh(lo, hi)
         if hi - lo >= SEED_RANGE:
             self.seeds.append(i)
         self.draws.append(v)
@@ -115,7 +120,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
     start = time.monotonic()
     wall = start + seconds if seconds is not None else None
     while (examples is None or result.examples < examples) and (wall is None or time.monotonic() < wall):
-        parent = _pick(rng, corpus, result.abstract) if corpus and rng.random() < MUTATE_SHARE else None
+        parent = pick(rng, corpus, result.abstract) if corpus and rng.random() < MUTATE_SHARE else None
         if parent is not None:
             gen, prefix = parent.gen, mutate(rng, parent.draws, parent.seeds)
             result.mutated += 1
@@ -123,6 +128,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
         draw = RecordingDraw(rng, prefix)
         sdict = scenario_dict(draw, mutants=mutants, **gen)
+        maybe_bursts(sdict, draw)
         try:
             with walled(wall):
                 verdict = run_scenario(sdict)
@@ -132,15 +138,10 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
         result.examples += 1
         if progress is not None:
             progress(1)
-        new = result.abstract.new_in(verdict.abstract)
-        result.abstract.merge(verdict.abstract)
-        for cell in new:
+        for cell in keep(corpus, draw, gen, verdict, result.abstract):
             result.first_reached[cell_name(cell)] = round(time.monotonic() - start, 2)
+        result.abstract.merge(verdict.abstract)
         result.coverage.merge(verdict.coverage)
-        if new:
-            corpus.append(Entry(draw.draws, draw.seeds, gen, frozenset(c for c, n in verdict.abstract.hits.items() if n)))
-            if len(corpus) > MAX_CORPUS:
-                corpus.remove(min(corpus, key=lambda e: _rarity(e, result.abstract)))
         if not verdict.ok:
             result.failure = verdict
             result.found_after = time.monotonic() - start
@@ -148,6 +149,20 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
     result.corpus = len(corpus)
     result.seconds = time.monotonic() - start
     return result
+
+
+def keep(corpus: list[Entry], draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict,
+         reached: AbstractCoverage) -> set[Cell]:
+    """The cells ``verdict``'s run reached that ``reached`` (the campaign's, before this run is merged)
+    has not; with any, the scenario joins ``corpus`` (past ``MAX_CORPUS`` entries, the one with the most
+    common cells leaves)."""
+    new = reached.new_in(verdict.abstract)
+    if new:
+        cells = frozenset(c for c, n in verdict.abstract.hits.items() if n)
+        corpus.append(Entry(list(draw.draws), list(draw.seeds), gen, cells))
+        if len(corpus) > MAX_CORPUS:
+            corpus.remove(min(corpus, key=lambda e: _rarity(e, reached)))
+    return new
 
 
 def mutate(rng: random.Random, draws: Sequence[int], seeds: Sequence[int] = ()) -> list[int]:
@@ -176,49 +191,139 @@ def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage) -> dict[str
     gen = dict(FOCI[focus])
     if focus != "batch" and rng.random() < INTERLEAVE_SHARE:
         gen["interleave"] = True
-    pair = least_reached_pair(rng, reached, gen)
-    if pair:
-        gen["on"] = tuple(dict.fromkeys((*gen.get("on", ()), *pair)))
-    return gen
+    return force(gen, least_reached_pair(rng, reached, gen))
 
 
 _MASKABLE = {f.value: f for f in MASKABLE}
+# What a feature needs on beside it to show in a scenario at all (generate, generate_faults): forcing
+# a pair forces these too, else the pair would be asked for and never reached.
+NEEDS: dict[Feature, tuple[Feature, ...]] = {
+    Feature.WORKER_FAILURE: (Feature.FAILURE,), Feature.FAILURE_IN_RECOVERY: (Feature.FAILURE,),
+    Feature.RESCALE: (Feature.FAILURE,), Feature.REFUSABLE_RESCALE: (Feature.RESCALE, Feature.FAILURE),
+    Feature.FINITE_TOLERANCE: (Feature.EXPIRY,), Feature.INCREMENTAL: (Feature.STORAGE,),
+    Feature.INLINE_ZERO: (Feature.STORAGE,), Feature.CLAIM: (Feature.STORAGE,), Feature.RESUBMIT: (Feature.STORAGE,),
+}
+PAIR_CHOICES = 8  # a Hypothesis example forces one of this many least-reached pairs (it shrinks to the first)
+
+
+def with_needs(pair: Sequence[Feature]) -> tuple[Feature, ...]:
+    """The pair and what its features need to show (``NEEDS``), each once, in order."""
+    return tuple(dict.fromkeys(f for p in pair for f in (*NEEDS.get(p, ()), p)))
+
+
+def _excluded(gen: dict[str, Any]) -> set[Feature]:
+    """Maskable features the focus ``gen`` rules out (a pair with one of them, or needing one, would be
+    forced in vain)."""
+    # An at-least-once sink duplicates records after a failure, as in Flink; outside the at-least-once
+    # focus the exactly-once verdict would call that a finding, so only that focus brings one in.
+    excluded = set() if Feature.AT_LEAST_ONCE_SINK in gen.get("on", ()) else {Feature.AT_LEAST_ONCE_SINK}
+    if not gen.get("batch"):
+        excluded.add(Feature.BLOCKING)  # a forced batch job would lose the focus's checkpointing features
+    if gen.get("storage") is False:
+        excluded.add(Feature.STORAGE)
+    if gen.get("rescale") is False:
+        excluded |= {Feature.RESCALE, Feature.REFUSABLE_RESCALE}
+    if gen.get("rescale") == "always":
+        excluded.add(Feature.RESUBMIT)  # a resubmit is drawn only for scenarios without rescales
+    if "aligned" not in gen.get("modes", ("aligned",)):
+        excluded.add(Feature.CONCURRENT)  # concurrent checkpoints are drawn for aligned mode only
+    return excluded
+
+
+def ranked_pairs(reached: AbstractCoverage, gen: dict[str, Any]) -> list[tuple[Feature, Feature]]:
+    """The reachable pairs of maskable features the focus ``gen`` does not rule out, fewest hits first
+    (ties in name order): a batch focus walks the pairs with blocking exchanges, the others never
+    force a batch job."""
+    excluded = _excluded(gen)
+    batch = bool(gen.get("batch"))
+    ranked: list[tuple[int, str, str]] = []
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if cell[0] != "pair" or why is not None or cell[1] not in _MASKABLE or cell[2] not in _MASKABLE:
+            continue
+        pair = (_MASKABLE[cell[1]], _MASKABLE[cell[2]])
+        if not excluded & set(with_needs(pair)) and (Feature.BLOCKING in pair) == batch:
+            ranked.append((reached.hits[cell], cell[1], cell[2]))
+    return [(_MASKABLE[a], _MASKABLE[b]) for _, a, b in sorted(ranked)]
 
 
 def least_reached_pair(rng: random.Random, reached: AbstractCoverage, gen: dict[str, Any]) -> tuple[Feature, ...]:
     """The reachable pair of maskable features with the fewest hits (ties broken by ``rng``) that the
     focus ``gen`` does not rule out (a batch focus takes no checkpointing features, say)."""
-    # An at-least-once sink duplicates records after a failure, as in Flink; outside the at-least-once
-    # focus the exactly-once verdict would call that a finding, so only that focus brings one in.
-    excluded = {Feature.AT_LEAST_ONCE_SINK}
-    if gen.get("batch") is False or gen.get("mutants"):
-        excluded.add(Feature.BLOCKING)
-    if gen.get("storage") is False:
-        excluded.add(Feature.STORAGE)
-    if gen.get("rescale") is False:
-        excluded.add(Feature.RESCALE)
-    best: list[tuple[Feature, Feature]] = []
-    fewest = None
-    for cell, why in ABSTRACT_UNIVERSE.items():
-        if cell[0] != "pair" or why is not None or cell[1] not in _MASKABLE or cell[2] not in _MASKABLE:
-            continue
-        a, b = _MASKABLE[cell[1]], _MASKABLE[cell[2]]
-        if a in excluded or b in excluded:
-            continue
-        n = reached.hits[cell]
-        if fewest is None or n < fewest:
-            fewest, best = n, [(a, b)]
-        elif n == fewest:
-            best.append((a, b))
-    if gen.get("batch") and best:
-        return ()  # a batch job's mask matters little: no checkpointing features apply
-    return rng.choice(best) if best else ()
+    ranked = ranked_pairs(reached, gen)
+    if not ranked:
+        return ()
+    fewest = pair_hits(reached, ranked[0])
+    return rng.choice([p for p in ranked if pair_hits(reached, p) == fewest])
+
+
+def pair_hits(reached: AbstractCoverage, pair: tuple[Feature, Feature]) -> int:
+    a, b = sorted((pair[0].value, pair[1].value))
+    return reached.hits["pair", a, b]
+
+
+def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
+    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own;
+    concurrent checkpoints with aligned mode, the only one that draws them."""
+    if not pair:
+        return gen
+    out = gen | {"on": tuple(dict.fromkeys((*gen.get("on", ()), *with_needs(pair))))}
+    if Feature.CONCURRENT in pair:
+        out["modes"] = ("aligned",)
+    return out
+
+
+def seed_gen(seed: int) -> dict[str, Any]:
+    """The generator settings of seed ``seed`` in a seed campaign (``fuzz --seeds``, its worker processes
+    and Spark tasks), a function of the seed alone: the focus of the seed's place in the cycle, as the
+    mutation check has it, with the swarm pairs that focus allows forced on in turn, one pair a seed
+    (seed // len(cycle), modulo their number): every allowed pair once in each pass over them, where
+    independent masks bring a pair of two one-in-two features in a quarter of the seeds and some pairs
+    (of features a focus rarely draws) almost never."""
+    gen = dict(FOCI[FEATURE_CYCLE[seed % len(FEATURE_CYCLE)]])
+    pairs = ranked_pairs(AbstractCoverage(), gen)  # nothing reached: name order, the same in every process
+    if not pairs:
+        return gen
+    return force(gen, pairs[(seed // len(FEATURE_CYCLE)) % len(pairs)])
+
+
+def guided_verdict_of_seed(seed: int, mutants: Sequence[str] = ()) -> dict[str, Any]:
+    """``verdicts.verdict_of_seed`` with the seed campaign's guidance (``seed_gen``): what a worker
+    process or a Spark task of ``fuzz --seeds`` runs, a plain top-level function of one integer."""
+    return verdict_of_seed(seed, mutants, seed_gen(seed))
+
+
+BURSTS = 4  # savepoint bursts a scenario may get (``savepoint_bursts``)
+
+
+def maybe_bursts(sdict: dict[str, Any], draw: Draw) -> None:
+    """One guided scenario in four gets ``savepoint_bursts`` (drawn last: it shrinks to none); not a
+    batch job (no checkpoints), a resubmit (its second job restores what the first one's savepoints
+    decided) or at-least-once checkpointing."""
+    if (any(e.get("exchange") == "blocking" for e in sdict["graph"]["edges"]) or "resubmit" in sdict
+            or sdict["checkpoint"].get("mode") == "at_least_once"):
+        return
+    if draw.integer(0, 3) == 3:
+        savepoint_bursts(sdict, draw)
+
+
+def savepoint_bursts(sdict: dict[str, Any], draw: Draw) -> None:
+    """Savepoints two at a time, each pair due at one step, a few times over the run: the orders a
+    stream of lone savepoints almost never gives, several checkpoints falling due in one step and a
+    savepoint pending beside an unaligned checkpoint whose channels persist (two triggers in one
+    step, a barrier arriving as a savepoint starts, a region failover aborting both). Drawn through
+    ``draw`` after the scenario, so the rest of it is the one the same draws give without them."""
+    interval = sdict["checkpoint"]["interval"]
+    first = draw.integer(1, 2 * interval)
+    gap = draw.integer(1, 2 * interval)
+    steps = [first + k * gap for k in range(draw.integer(1, BURSTS))]
+    sdict["savepoints"] = [*sdict.get("savepoints", []), *({"at_step": t} for t in steps for _ in range(2))]
 
 
 def _rarity(entry: Entry, reached: AbstractCoverage) -> float:
     return sum(1.0 / max(1, reached.hits[c]) for c in entry.cells)
 
 
-def _pick(rng: random.Random, corpus: list[Entry], reached: AbstractCoverage) -> Entry:
+def pick(rng: random.Random, corpus: Sequence[Entry], reached: AbstractCoverage) -> Entry:
+    """A corpus entry, the ones that reached rare cells more often."""
     weights = [_rarity(e, reached) for e in corpus]
     return rng.choices(corpus, weights=weights)[0]

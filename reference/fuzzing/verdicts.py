@@ -156,7 +156,7 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
     A scenario whose ``storage`` section names no directory checkpoints into a fresh temporary one.
     """
     cov = Coverage()
-    observer, chooser = observe(sdict, chooser)  # read-only: the same choices as without it
+    observer = observe(sdict)  # read-only, on the engine's bus: the same choices as without it
     with tempfile.TemporaryDirectory(prefix="cutcheck-fuzz-") as tmp:
         checkpoint_dir = tmp if "storage" in sdict and not sdict["storage"].get("dir") else None
         try:
@@ -164,7 +164,8 @@ def run_scenario(sdict: dict[str, Any], chooser: Any = None, *, trace: bool = Tr
         except CutcheckError as exc:
             return Verdict(finding(GENERATOR, f"the scenario is invalid: {exc}"), sdict)
         try:
-            result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace)
+            result = simulate(scenario, chooser=chooser, checkpoint_dir=checkpoint_dir, trace=trace,
+                              watch=observer.attach)
         except RestoreRefused as exc:
             note_refusal(cov, str(exc))
             return Verdict(refused(str(exc)), sdict, coverage=cov, abstract=observer.coverage)

@@ -74,3 +74,114 @@ def test_fuzz_reports_abstract_coverage_in_its_output_and_json(tmp_path: Path) -
     data = json.loads(report.read_text())["abstract_coverage"]
     assert data["reached"] and data["missed"] and data["unreachable"]
     assert len(data["reached"]) + len(data["missed"]) >= data["reachable_cells"]
+
+
+def test_a_forced_pair_brings_what_its_features_need() -> None:
+    from cutcheck.reference.fuzzing.guided import force
+
+    gen = force({"modes": ("aligned", "unaligned")}, (Feature.RESUBMIT, Feature.CONCURRENT))
+    assert {Feature.RESUBMIT, Feature.STORAGE, Feature.CONCURRENT} <= set(gen["on"])
+    assert gen["modes"] == ("aligned",)  # concurrent checkpoints are drawn for aligned mode only
+    refusable = force({}, (Feature.REFUSABLE_RESCALE, Feature.FILTER))["on"]
+    assert {Feature.RESCALE, Feature.FAILURE} <= set(refusable)
+
+
+def test_pairs_a_focus_rules_out_are_never_forced() -> None:
+    from cutcheck.reference.fuzzing.guided import ranked_pairs
+    from cutcheck.reference.fuzzing.verdicts import FOCI
+
+    none = AbstractCoverage()
+    unaligned = {f for pair in ranked_pairs(none, FOCI["unaligned"]) for f in pair}
+    assert Feature.CONCURRENT not in unaligned and Feature.AT_LEAST_ONCE_SINK not in unaligned
+    assert Feature.AT_LEAST_ONCE_SINK in {f for pair in ranked_pairs(none, FOCI["at-least-once"]) for f in pair}
+    assert not {Feature.RESUBMIT} & {f for pair in ranked_pairs(none, FOCI["rescale"]) for f in pair}
+    batch = ranked_pairs(none, FOCI["batch"])
+    assert batch and all(Feature.BLOCKING in pair for pair in batch)
+    assert all(Feature.BLOCKING not in pair for focus in FOCI.values() if not focus.get("batch")
+               for pair in ranked_pairs(none, focus))
+    reached = AbstractCoverage()
+    first = ranked_pairs(none, FOCI["swarm"])[0]
+    reached.hits["pair", *sorted(f.value for f in first)] += 1
+    assert ranked_pairs(reached, FOCI["swarm"])[-1] == first  # the one reached goes last
+
+
+def test_the_seed_campaign_walks_the_feature_pairs_seed_by_seed() -> None:
+    from cutcheck.reference.fuzzing.guided import seed_gen
+    from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE
+
+    n = len(FEATURE_CYCLE)
+    swarm = FEATURE_CYCLE.index("swarm")
+    forced = [seed_gen(swarm + k * n)["on"] for k in range(20)]
+    assert len(set(forced)) == 20  # a new pair each pass over the cycle
+    assert seed_gen(swarm) == seed_gen(swarm)  # a function of the seed alone (workers, Spark tasks)
+    batch = seed_gen(FEATURE_CYCLE.index("batch"))
+    assert Feature.BLOCKING in batch["on"] and batch["batch"] is True
+
+
+def test_the_seed_campaign_runs_the_guided_scenario_of_each_seed_and_replays_it(tmp_path: Path) -> None:
+    from cutcheck.reference.fuzzing.campaigns import seed_campaign
+    from cutcheck.reference.fuzzing.guided import guided_verdict_of_seed, seed_gen
+    from cutcheck.reference.fuzzing.verdicts import scenario_of_seed, verdict_of_seed
+
+    local = seed_campaign(range(40, 43)).verdicts
+    assert [v["outcome"] for v in local] == [guided_verdict_of_seed(s)["outcome"] for s in range(40, 43)]
+    # The mutation check's seeds are the cycle's alone; a forced pair changes a scenario whose mask lacked it.
+    assert any(scenario_of_seed(s, (), seed_gen(s)) != scenario_of_seed(s) for s in range(40, 46))
+    assert verdict_of_seed(41, (), seed_gen(41))["abstract"] == guided_verdict_of_seed(41)["abstract"]
+
+
+def test_the_hypothesis_campaign_is_guided_and_its_seed_reproduces_it() -> None:
+    from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign
+
+    plain = hypothesis_campaign(examples=20, seed=5)
+    assert plain.guidance["mutated"] == 0 and plain.guidance["corpus"] >= 1  # the first batch is plain, and kept
+    one = hypothesis_campaign(examples=30, seed=5)
+    two = hypothesis_campaign(examples=30, seed=5)
+    assert one.ok and one.examples == 30
+    assert one.abstract.hits == two.abstract.hits and one.guidance == two.guidance
+    assert one.guidance["mutated"] >= 1  # the second batch, guided, mutates what the first one kept
+    assert one.to_json()["guidance"] == one.guidance
+    fixed = hypothesis_campaign(examples=5, seed=5, gen={"max_records": 20})
+    assert fixed.guidance == {}  # settings given: the caller's, unguided
+
+
+def test_an_aligned_job_is_seen_going_back_to_no_pending_checkpoint() -> None:
+    from cutcheck.reference import Scenario, simulate
+    from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver
+    from tests.reference.helpers import scenario, small_graph
+
+    observer = AbstractObserver()
+    sdict = scenario(small_graph(), mode="aligned", seed=3, interval=15)
+    simulate(Scenario.from_json(sdict), watch=observer.attach)
+    assert observer.coverage.hits["transition", "idle/1", "idle/0"] > 0
+    assert observer.coverage.hits["transition", "idle/0", "idle/1"] > 0
+
+
+def test_no_run_reaches_a_cell_marked_unreachable() -> None:
+    from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, cell_name
+
+    result = guided_campaign(seconds=None, examples=40, seed=11)
+    assert result.ok
+    wrong = [cell_name(c) for c, n in result.abstract.hits.items() if n and ABSTRACT_UNIVERSE.get(c) is not None]
+    assert wrong == []
+    assert ABSTRACT_UNIVERSE["channel", "persisting/0", ""] is not None
+    assert ABSTRACT_UNIVERSE["transition", "idle/0", "persisting/1"] is not None
+    assert ABSTRACT_UNIVERSE["transition", "persisting/1", "idle/0"] is None
+
+
+def test_savepoint_bursts_bring_two_checkpoints_due_at_one_step() -> None:
+    from cutcheck.reference.fuzzing.guided import maybe_bursts, savepoint_bursts
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+
+    cell = ("transition", "idle/0", "idle/2+")
+    draw = RecordingDraw(random.Random(9))
+    sdict = scenario_dict(draw, **FOCI["swarm-small"])
+    assert run_scenario(sdict).abstract.hits[cell] == 0  # lone savepoints and periodic checkpoints: never
+    savepoint_bursts(sdict, draw)
+    steps = [s["at_step"] for s in sdict["savepoints"]]
+    assert steps and all(steps.count(t) == 2 for t in steps)
+    burst = run_scenario(sdict)
+    assert burst.ok and burst.abstract.hits[cell] > 0
+    batch = scenario_dict(RecordingDraw(random.Random(1)), **FOCI["batch"])
+    maybe_bursts(batch, RecordingDraw(random.Random(0), [3]))  # a batch job takes no checkpoints: no bursts
+    assert "savepoints" not in batch

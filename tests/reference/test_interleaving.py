@@ -16,7 +16,6 @@ from cutcheck.reference.fuzzing.abstract_coverage import (
     ABSTRACT_UNIVERSE,
     AbstractCoverage,
     AbstractObserver,
-    ObservingChooser,
     feature_pairs,
 )
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
@@ -37,6 +36,10 @@ BEHIND = ("stale", "records-behind", "")
 
 def _run(sdict: dict[str, Any], chooser: Any = None) -> Any:
     return simulate(Scenario.from_json(sdict), chooser=chooser)
+
+
+def _watched(sdict: dict[str, Any], observer: AbstractObserver) -> Any:
+    return simulate(Scenario.from_json(sdict), watch=observer.attach)
 
 
 def test_default_schedule_keeps_todays_chooser_and_json() -> None:
@@ -120,7 +123,7 @@ def test_observing_changes_no_choice() -> None:
     for sdict in (scenario("union.json", seed=2, slow="count"),
                   scenario(small_graph(), seed=4) | {"schedule": {"chooser": "pct", "pct_depth": 1}}):
         observer = AbstractObserver()
-        seen = _run(sdict, ObservingChooser(None, observer))
+        seen = _watched(sdict, observer)
         assert seen.summary() == _run(sdict).summary()
         assert observer.coverage.hits["channel", "idle/1", ""] > 0
 
@@ -136,12 +139,12 @@ def _flink_21104(seed: int) -> dict[str, Any]:
 def test_the_flink_21104_cells_name_the_interleaving_the_fault_breaks() -> None:
     sdict = _flink_21104(1)
     observer = AbstractObserver()
-    assert _run(sdict, ObservingChooser(None, observer)).ok
+    assert _watched(sdict, observer).ok
     assert observer.coverage.hits[STALE] > 0 and observer.coverage.hits[BEHIND] > 0
     broken = _run(sdict | {"mutants": ["obsolete-barrier-ends-persisting"]})
     assert [v["invariant"] for v in broken.violations][:1] == ["CUT"]
     quiet = AbstractObserver()  # aligned checkpoints never persist channels: no stale barrier meets one
-    assert _run(sdict | {"checkpoint": {"mode": "aligned", "interval": 40}}, ObservingChooser(None, quiet)).ok
+    assert _watched(sdict | {"checkpoint": {"mode": "aligned", "interval": 40}}, quiet).ok
     assert quiet.coverage.hits[STALE] == quiet.coverage.hits[BEHIND] == 0
 
 

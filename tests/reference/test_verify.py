@@ -63,3 +63,12 @@ def test_verify_prints_every_counterexample_and_exits_1(tmp_path: Path, monkeypa
     assert report["coverage"]["reached"] == {"handler CollectingBarriers.barrier_received": 1}
     assert [r["ok"] for r in report["rows"]][2:4] == [False, False]  # fuzz and mutants
     assert report["example_verdicts"]["s"]["outcome"] == "holds"
+    # Abstract-state coverage: reached of reachable, and every unreachable cell under its reason, in both.
+    from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, cell_name
+
+    unreachable = {cell_name(c): why for c, why in ABSTRACT_UNIVERSE.items() if why is not None}
+    assert report["abstract_coverage"]["unreachable"] == unreachable
+    printed = " ".join(res.output.split())  # the console wraps long lines
+    assert "reachable abstract-state cells reached" in printed
+    for name, why in unreachable.items():
+        assert name in printed and f"unreachable ({' '.join(why.split())})" in printed, name
