@@ -79,7 +79,7 @@ class Engine:
         self.step = 0
         self.attempt = 0
         self.vertex_index = {v.id: i for i, v in enumerate(self.graph.vertices)}
-        self.expect = Expectations.of(self.graph)
+        self.expect = Expectations.of(self.graph, {v for r in scenario.rescales for v in r.parallelism})
         self.layouts = self.expect.layouts
         self.order_edges = order_checked_edges(self.graph)
         self.logs = log_sink

@@ -67,6 +67,10 @@ def restore_state(engine: RecoveryRun, done: CompletedCheckpoint, only: Collecti
                 channel_states.setdefault(key, ([], []))[0].extend(bufs)
             for key, bufs in snap.output_state.items():
                 channel_states.setdefault(key, ([], []))[1].extend(bufs)
+        # The checkpoint's parallelism is the new one, yet the failed attempt may have run at another
+        # (it was rescaled, then failed again before any checkpoint completed): the broadcast copies the
+        # oracle expects follow the checkpoint and the new parallelism, never the failed attempt's.
+        after_restore(engine, done)
         report = {"checkpoint": done.cp, "rescaled": False, "edges": {}}
         for (edge, _, _), (inp, out) in channel_states.items():
             e = report["edges"].setdefault(edge, {"input_records": 0, "output_records": 0, "filtered": 0})

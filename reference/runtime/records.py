@@ -12,7 +12,7 @@ Split numbers are global across sources so that a split names its source.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from dataclasses import dataclass
 
 from cutcheck.model.graph import JobGraph
@@ -89,8 +89,12 @@ class Route:
     ordered: bool  # every edge keeps per-key, per-split order (no rebalance, shuffle or rescale)
 
 
-def routes(graph: JobGraph) -> dict[tuple[str, str], list[Route]]:
+def routes(graph: JobGraph, rescaled: frozenset[str] = frozenset()) -> dict[tuple[str, str], list[Route]]:
     """All (source, sink) routes. Broadcast edges multiply by the target's parallelism.
+
+    ``rescaled``: vertices a restore may give another parallelism. A broadcast edge into one of them
+    makes as many copies as its target has subtasks *when the record crosses it*, so a route over it
+    promises neither one copy of each count nor one ordered lane, even when the graph says parallelism 1.
 
     broadcast_state emits the elements of both of its inputs, so both paths count.
     """
@@ -109,8 +113,9 @@ def routes(graph: JobGraph) -> dict[tuple[str, str], list[Route]]:
             return
         for e in graph.out_edges(vid):
             mult = graph.vertex(e.target).parallelism if e.partitioner == "broadcast" else 1
-            walk(e.target, src, fan * mult, filters, counter, simple and mult == 1,
-                 ordered and e.partitioner not in order_breaking)
+            varies = e.partitioner == "broadcast" and e.target in rescaled
+            walk(e.target, src, fan * mult, filters, counter, simple and mult == 1 and not varies,
+                 ordered and e.partitioner not in order_breaking and not varies)
 
     for v in graph.vertices:
         if v.kind is VertexKind.SOURCE:
@@ -130,8 +135,9 @@ class Expectations:
     ordered_sinks: frozenset[str]
 
     @classmethod
-    def of(cls, graph: JobGraph) -> Expectations:
-        rts = routes(graph)
+    def of(cls, graph: JobGraph, rescaled: Collection[str] = ()) -> Expectations:
+        """``rescaled``: the vertices the scenario's restores may rescale (see ``routes``)."""
+        rts = routes(graph, frozenset(rescaled))
         count_groups: dict[str, str] = {}
         ordered: set[str] = set()
         sinks = {v.id for v in graph.vertices if v.kind is VertexKind.SINK}
