@@ -63,7 +63,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
                   keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = (),
-                  interleave: bool = False) -> dict[str, Any]:
+                  interleave: bool = False, held_barriers: bool = False) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
     ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
@@ -77,7 +77,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     keyed one when the graph has one, and the first rescale moves it, so that a rescale splits keyed
     state and the in-flight records queued on its hash inputs. ``on``/``off`` force further features.
     ``interleave``: the schedule explores interleavings on purpose (``generate_interleaving``), drawn
-    after everything else, so the rest of the scenario is the one the same draws give without it.
+    after everything else, so the rest of the scenario is the one the same draws give without it;
+    ``held_barriers`` makes every such scenario hold barriers (the expiry-unaligned focus).
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -156,7 +157,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             # broadcast copies across such a restore (a false loss; see the README's open work).
             out["resubmit"] = resubmit_section(d, savepoints=bool(savepoints))
     if interleave and not is_batch:
-        tolerant = interleaving(d, out, work, channels) or tolerant
+        tolerant = interleaving(d, out, work, channels, always_held=held_barriers) or tolerant
     out["max_steps"] = step_budget(work, failures, ck, tolerant)
     return out
 

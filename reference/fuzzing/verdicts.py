@@ -62,7 +62,8 @@ FOCI: dict[str, dict[str, Any]] = {
                           "after_checkpoint": True, "keyed_pressure": True, **SMALL},
     # With the interleaving knobs (``generate_interleaving``): held barriers and slow tasks against
     # short checkpoint timeouts, so that a newer checkpoint meets an expired one's barrier (FLINK-21104).
-    "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL, "interleave": True},
+    "expiry-unaligned": {"on": (Feature.EXPIRY, Feature.BACKPRESSURE), **UNALIGNED, **SMALL, "interleave": True,
+                         "held_barriers": True},
     "savepoints": {"on": (Feature.SAVEPOINT,), "modes": ("unaligned", "aligned_timeout"), **SMALL},
     "recovery": {"on": (Feature.FAILURE, Feature.FAILURE_IN_RECOVERY), **UNALIGNED, **SMALL},
     "rescale": {"rescale": "always", "max_records": 80},

@@ -314,3 +314,20 @@ def test_the_checkpoint_after_an_aborted_one_moves_first() -> None:
 
     assert barrier_picks(_engine_after_an_abort) > 130  # about three in four
     assert barrier_picks(_Engine) < 120  # about one in two
+
+
+def test_every_expiry_focus_scenario_holds_barriers_and_draws_alike_otherwise() -> None:
+    """The expiry-unaligned focus never leaves a scenario to the priorities alone (none of those met a
+    newer checkpoint with a stale barrier); the draws stay aligned, so the rest is the same scenario."""
+    from cutcheck.reference.fuzzing.verdicts import FOCI
+    focus = dict(FOCI["expiry-unaligned"])
+    mutants = ("obsolete-barrier-ends-persisting",)
+    unheld = 0
+    for seed in range(40):
+        held = scenario_from_seed(seed, mutants=mutants, **focus)
+        plain = scenario_from_seed(seed, mutants=mutants, **(focus | {"held_barriers": False}))
+        assert held["schedule"]["barrier_delay"] > held["checkpoint"]["checkpoint_timeout"]
+        unheld += "barrier_delay" not in plain["schedule"]
+        assert held["graph"] == plain["graph"] and held["failures"] == plain["failures"]
+        assert held["schedule"].get("chooser") == plain["schedule"].get("chooser")
+    assert unheld > 4  # without it, about one in four
