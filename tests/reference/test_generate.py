@@ -15,7 +15,7 @@ from cutcheck.model.errors import RestoreRefused
 from cutcheck.reference import Scenario, simulate
 from cutcheck.reference.fuzzing.generate import STORAGE_FEATURES, Feature, features_of, scenario_from_seed
 from cutcheck.reference.fuzzing.swarm import MASKABLE, REPORTED, UNLIMITED_TOLERABLE_FAILURES
-from cutcheck.reference.fuzzing.verdicts import restart_loop
+from cutcheck.reference.fuzzing.verdicts import FOCI, restart_loop
 from tests.strategies import scenario_dicts
 
 SEEDS = range(300)
@@ -139,3 +139,21 @@ def test_clean_runs_finish_well_within_their_step_budget(seed: int) -> None:
         return
     assert result.ok, result.violations
     assert result.summary()["steps"] <= sdict["max_steps"] // 2
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(sorted(FOCI)).flatmap(lambda focus: scenario_dicts(**FOCI[focus])))
+def test_clean_runs_of_every_focus_finish_within_their_step_budget(sdict: dict[str, Any]) -> None:
+    """The step budget bounds what a clean run needs, in every focus of the campaigns: records per
+    action, slow vertices, short checkpoint timeouts and concurrent checkpoints included. A job that
+    cannot end is a LIVENESS finding, so an expiry timeout no final checkpoint fits is one too."""
+    sdict.pop("storage", None)
+    sdict.pop("resubmit", None)  # a second job needs the on-disk checkpoints of the first
+    try:
+        result = simulate(Scenario.from_json(sdict))
+    except RestoreRefused:
+        return
+    if restart_loop(result, result.violations):
+        assert sdict["checkpoint"]["tolerable_failed"] < UNLIMITED_TOLERABLE_FAILURES
+        return
+    assert "LIVENESS" not in {v["invariant"] for v in result.violations}, result.summary()
