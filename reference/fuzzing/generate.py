@@ -41,7 +41,7 @@ from cutcheck.reference.fuzzing.swarm import (
 
 __all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES", "SINGLE_GATE_FAMILIES",
            "UNLIMITED_TOLERABLE_FAILURES", "Draw", "Feature", "SeedDraw", "choice", "features_of", "graph_dict",
-           "scenario_dict", "scenario_from_seed", "step_budget"]
+           "final_checkpoint_room", "scenario_dict", "scenario_from_seed", "step_budget"]
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
@@ -160,7 +160,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     if interleave and not is_batch:
         tolerant = interleaving(d, out, work, channels) or tolerant
     clean = _work(graph, network, schedule, debloat, per_action=schedule.get("records_per_action"))
-    out["max_steps"] = step_budget(clean, failures, ck, tolerant, barrier_trip=subtasks + channels)
+    out["max_steps"] = step_budget(clean, failures, ck, tolerant, barrier_trip=0 if is_batch else subtasks + channels)
     return out
 
 
@@ -202,7 +202,7 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         # concurrent checkpoints share the steps; twice that lets the final checkpoint complete, so
         # checkpoints expire only while records still flow (an aligned job of 2 subtasks with 3
         # concurrent checkpoints never completed one at a timeout of 6 steps, always at 8).
-        ck["checkpoint_timeout"] = max(timeout, 2 * direct * ck.get("max_concurrent", 1) + 2)
+        ck["checkpoint_timeout"] = max(timeout, final_checkpoint_room(direct, ck.get("max_concurrent", 1)))
         # Drawn expiries are there to abort checkpoints and leave their barriers travelling. Under a
         # finite tolerance (Flink's default is none) the failed checkpoint past it fails the job over
         # (CheckpointFailureManager), a failover of its own kind; a job whose checkpoints always take
@@ -221,6 +221,12 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         # (tests/reference/regressions/seeds/forced-aligned-join-expiry.json).
         ck["checkpoint_timeout"] = GENERATED_CHECKPOINT_TIMEOUT
     return ck, tolerant
+
+
+def final_checkpoint_room(subtasks: int, concurrent: int) -> int:
+    """The shortest drawn expiry timeout: steps for the final checkpoint of an idle job (see
+    ``_checkpointing``), each subtask triggered directly, ``concurrent`` checkpoints sharing them."""
+    return 2 * subtasks * concurrent + 2
 
 
 def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, int]:
@@ -305,11 +311,14 @@ def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], t
     """``max_steps``: ten times the expected work of every restart, plus four checkpoint timeouts for
     a job that tolerates no failed checkpoint (each expiry fails it over), so that LIVENESS fires on
     a stuck job, not a slow one. ``work`` counts records per action (``_work``'s ``per_action``);
-    checkpoints add their barriers' actions, ``barrier_trip`` each, one every ``interval`` steps at
-    most, so the work grows by that share (an interval of 1 step on a 2-subtask job made the
-    barriers' actions three quarters of the run)."""
+    checkpoints add their barriers' actions, ``barrier_trip`` each, one checkpoint per ``interval``
+    steps and per checkpoint in flight at most, and one takes at least its trip: so at most as many
+    barrier actions as others per concurrent checkpoint (an interval of 1 step on a 2-subtask job made
+    the barriers' actions three quarters of the run)."""
     restarts = 1 + len(failures)
-    barriers = work * barrier_trip // max(1, ck["interval"]) if ck.get("mode") != "batch" else 0
+    concurrent: int = ck.get("max_concurrent", 1)
+    interval: int = ck["interval"]
+    barriers = concurrent * work * min(barrier_trip, interval) // max(1, interval)
     expiries = 0 if tolerant else 4 * ck["checkpoint_timeout"]
     return 10 * restarts * (work + barriers) + expiries + 5_000
 
