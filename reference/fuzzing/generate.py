@@ -41,7 +41,7 @@ from cutcheck.reference.fuzzing.swarm import (
 
 __all__ = ["ANY_INPUT", "GENERATED_CHECKPOINT_TIMEOUT", "MIDDLE_KINDS", "MODES", "SINGLE_GATE_FAMILIES",
            "UNLIMITED_TOLERABLE_FAILURES", "Draw", "Feature", "SeedDraw", "choice", "features_of", "graph_dict",
-           "scenario_dict", "scenario_from_seed", "step_budget"]
+           "final_checkpoint_room", "scenario_dict", "scenario_from_seed", "step_budget"]
 
 MODES = ("aligned", "unaligned", "aligned_timeout")
 GENERATED_CHECKPOINT_TIMEOUT = 5_000  # steps; see scenario_dict
@@ -108,7 +108,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records, blocking=True, mask=mask,
                        keyed=keyed_pressure)
     is_batch = any(e["exchange"] == "blocking" for e in graph["edges"])
-    channels = len(ExecutionGraph(JobGraph.from_json(graph)).channels)
+    execution = ExecutionGraph(JobGraph.from_json(graph))
+    channels, subtasks = len(execution.channels), len(execution.subtasks)
     ids = [v["id"] for v in graph["vertices"]]
 
     network: dict[str, Any] = {"buffer_bytes": RECORD_BYTES * d.integer(1, 8), "record_bytes": RECORD_BYTES,
@@ -126,7 +127,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     debloat = _debloat(d, network["buffer_bytes"]) if Feature.DEBLOAT in mask else None
 
     work = _work(graph, network, schedule, debloat)
-    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint)
+    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint,
+                                  direct=subtasks)
     # ``work`` is a budget's estimate, mostly about 8 times the steps a clean run takes: failures and
     # savepoints drawn over all of it mostly came after the job had finished (over 160 seeds of the
     # rescale-unaligned focus, 63 failures fired).
@@ -158,14 +160,17 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             out["resubmit"] = resubmit_section(d, savepoints=bool(savepoints))
     if interleave and not is_batch:
         tolerant = interleaving(d, out, work, channels, always_held=held_barriers) or tolerant
-    out["max_steps"] = step_budget(work, failures, ck, tolerant)
+    clean = _work(graph, network, schedule, debloat, per_action=schedule.get("records_per_action"))
+    out["max_steps"] = step_budget(clean, failures, ck, tolerant, barrier_trip=0 if is_batch else subtasks + channels)
     return out
 
 
 def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
-                   schedule: dict[str, Any], work: int, *, early: bool = False) -> tuple[dict[str, Any], bool]:
+                   schedule: dict[str, Any], work: int, *, early: bool = False,
+                   direct: int = 0) -> tuple[dict[str, Any], bool]:
     """The checkpoint section, and whether it tolerates failed checkpoints. ``early``: checkpoints
-    come often enough that one completes while a small job's records still flow."""
+    come often enough that one completes while a small job's records still flow. ``direct``: the
+    job's subtasks, each triggered directly once its inputs have finished (docs/flink-facts.md 4.8)."""
     if early:
         interval = d.integer(5, 20)
     elif Feature.STORAGE in mask:
@@ -190,7 +195,15 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         ck["retained"] = d.integer(2, 3)
     tolerant = Feature.EXPIRY in mask
     if tolerant:
-        ck["checkpoint_timeout"], ck["interval"] = _expiry(d, interval, channels, transit)
+        timeout, ck["interval"] = _expiry(d, interval, channels, transit)
+        # A timeout every checkpoint needs longer than, even once the records have drained, leaves
+        # an exactly-once job waiting for ever for the final checkpoint its tasks need to finish,
+        # as a Flink job would (docs/flink-facts.md 4.8): no finding, a scenario that cannot end.
+        # Once the sources have finished, every subtask is triggered directly, an action each, and
+        # concurrent checkpoints share the steps; twice that lets the final checkpoint complete, so
+        # checkpoints expire only while records still flow (an aligned job of 2 subtasks with 3
+        # concurrent checkpoints never completed one at a timeout of 6 steps, always at 8).
+        ck["checkpoint_timeout"] = max(timeout, final_checkpoint_room(direct, ck.get("max_concurrent", 1)))
         # Drawn expiries are there to abort checkpoints and leave their barriers travelling. Under a
         # finite tolerance (Flink's default is none) the failed checkpoint past it fails the job over
         # (CheckpointFailureManager), a failover of its own kind; a job whose checkpoints always take
@@ -209,6 +222,12 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
         # (tests/reference/regressions/seeds/forced-aligned-join-expiry.json).
         ck["checkpoint_timeout"] = GENERATED_CHECKPOINT_TIMEOUT
     return ck, tolerant
+
+
+def final_checkpoint_room(subtasks: int, concurrent: int) -> int:
+    """The shortest drawn expiry timeout: steps for the final checkpoint of an idle job (see
+    ``_checkpointing``), each subtask triggered directly, ``concurrent`` checkpoints sharing them."""
+    return 2 * subtasks * concurrent + 2
 
 
 def _expiry(d: Draw, interval: int, channels: int, transit: int) -> tuple[int, int]:
@@ -264,11 +283,15 @@ def _storage(d: Draw, mask: Collection[Feature], ck: dict[str, Any]) -> dict[str
 
 
 def _work(graph: dict[str, Any], network: dict[str, Any], schedule: dict[str, Any],
-          debloat: dict[str, Any] | None) -> int:
+          debloat: dict[str, Any] | None, per_action: int | None = None) -> int:
     """Steps a clean run needs, about: each buffer crosses each edge in a few actions, and the slow
-    vertex's share is paid ``slowdown`` times over."""
+    vertex's share is paid ``slowdown`` times over. ``per_action`` (``schedule.records_per_action``)
+    makes processing cost a step per that many records, so a buffer takes more than one: the draws
+    use the estimate without it (they were tuned on it), the step budget the one with it."""
     size = min(network["buffer_bytes"], debloat["min_buffer"]) if debloat else network["buffer_bytes"]
     per_buffer = max(1, size // RECORD_BYTES)
+    # A buffer is produced, sent and processed: three actions, the last one -(-n // per_action).
+    actions = 3 if per_action is None else 2 + -(-per_buffer // per_action)
     par = {v["id"]: v["parallelism"] for v in graph["vertices"]}
     reach = {v["id"]: v.get("records", 0) for v in graph["vertices"]}
     work = slow_work = 0
@@ -277,20 +300,28 @@ def _work(graph: dict[str, Any], network: dict[str, Any], schedule: dict[str, An
     for e in graph["edges"]:  # edges are listed producers first
         records = reach[e["from"]] * (par[e["to"]] if e["partitioner"] == "broadcast" else 1)
         reach[e["to"]] += records
-        buffers = 3 * (records // per_buffer + par[e["from"]] * par[e["to"]])
+        buffers = actions * (records // per_buffer + par[e["from"]] * par[e["to"]])
         work += buffers
         if slow in (e["from"], e["to"]):
             slow_work += buffers
     return work + slow_work * slowdown
 
 
-def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], tolerant: bool) -> int:
+def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], tolerant: bool,
+                barrier_trip: int = 0) -> int:
     """``max_steps``: ten times the expected work of every restart, plus four checkpoint timeouts for
     a job that tolerates no failed checkpoint (each expiry fails it over), so that LIVENESS fires on
-    a stuck job, not a slow one. Over 300 seeds a clean run used at most a fifth of its budget."""
+    a stuck job, not a slow one. ``work`` counts records per action (``_work``'s ``per_action``);
+    checkpoints add their barriers' actions, ``barrier_trip`` each, one checkpoint per ``interval``
+    steps and per checkpoint in flight at most, and one takes at least its trip: so at most as many
+    barrier actions as others per concurrent checkpoint (an interval of 1 step on a 2-subtask job made
+    the barriers' actions three quarters of the run)."""
     restarts = 1 + len(failures)
+    concurrent: int = ck.get("max_concurrent", 1)
+    interval: int = ck["interval"]
+    barriers = concurrent * work * min(barrier_trip, interval) // max(1, interval)
     expiries = 0 if tolerant else 4 * ck["checkpoint_timeout"]
-    return 10 * restarts * work + expiries + 5_000
+    return 10 * restarts * (work + barriers) + expiries + 5_000
 
 
 def scenario_from_seed(seed: int, mutants: Sequence[str] = (), **gen: Any) -> dict[str, Any]:

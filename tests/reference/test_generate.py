@@ -13,9 +13,15 @@ from hypothesis import strategies as st
 
 from cutcheck.model.errors import RestoreRefused
 from cutcheck.reference import Scenario, simulate
-from cutcheck.reference.fuzzing.generate import STORAGE_FEATURES, Feature, features_of, scenario_from_seed
+from cutcheck.reference.fuzzing.generate import (
+    STORAGE_FEATURES,
+    Feature,
+    features_of,
+    final_checkpoint_room,
+    scenario_from_seed,
+)
 from cutcheck.reference.fuzzing.swarm import MASKABLE, REPORTED, UNLIMITED_TOLERABLE_FAILURES
-from cutcheck.reference.fuzzing.verdicts import restart_loop
+from cutcheck.reference.fuzzing.verdicts import FOCI, restart_loop
 from tests.strategies import scenario_dicts
 
 SEEDS = range(300)
@@ -139,3 +145,60 @@ def test_clean_runs_finish_well_within_their_step_budget(seed: int) -> None:
         return
     assert result.ok, result.violations
     assert result.summary()["steps"] <= sdict["max_steps"] // 2
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.sampled_from(sorted(FOCI)).flatmap(lambda focus: scenario_dicts(**FOCI[focus])))
+def test_clean_runs_of_every_focus_finish_within_their_step_budget(sdict: dict[str, Any]) -> None:
+    """The step budget bounds what a clean run needs, in every focus of the campaigns: records per
+    action, slow vertices, short checkpoint timeouts and concurrent checkpoints included. A job that
+    cannot end is a LIVENESS finding, so an expiry timeout no final checkpoint fits is one too."""
+    sdict.pop("storage", None)
+    sdict.pop("resubmit", None)  # a second job needs the on-disk checkpoints of the first
+    try:
+        result = simulate(Scenario.from_json(sdict))
+    except RestoreRefused:
+        return
+    if restart_loop(result, result.violations):
+        assert sdict["checkpoint"]["tolerable_failed"] < UNLIMITED_TOLERABLE_FAILURES
+        return
+    assert "LIVENESS" not in {v["invariant"] for v in result.violations}, result.summary()
+
+
+# Drawn by a Hypothesis campaign on unmutated code (its expiry draws, before the timeouts had a floor):
+# an aligned job of 2 subtasks, 3 concurrent checkpoints, a 3-step timeout and unlimited tolerance.
+# Every checkpoint expired, even once the source had finished, so the exactly-once sink never got the
+# final checkpoint it needs to finish: the job waited for ever, as a Flink job would.
+NEVER_COMPLETES: dict[str, Any] = {
+    "graph": {"name": "generated", "max_parallelism": 128, "vertices": [
+        {"id": "src0", "kind": "source", "parallelism": 1, "records": 50, "keys": 1, "splits": 1, "seed": 2},
+        {"id": "sink", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}],
+        "edges": [{"from": "src0", "to": "sink", "partitioner": "custom", "exchange": "pipelined", "gate": 0}]},
+    "seed": 21, "checkpoint": {"mode": "aligned", "interval": 1, "max_concurrent": 3, "checkpoint_timeout": 3,
+                               "tolerable_failed": UNLIMITED_TOLERABLE_FAILURES},
+    "network": {"buffer_bytes": 64, "record_bytes": 64, "exclusive": 2, "floating": 1},
+    "schedule": {"policy": "backpressure", "slow": "src0", "slowdown": 2, "records_per_action": 2},
+    "failures": [], "rescales": [], "mutants": [], "max_steps": 20_000}
+
+
+def test_the_shortest_drawn_expiry_timeout_lets_the_final_checkpoint_complete() -> None:
+    stuck = simulate(Scenario.from_json(NEVER_COMPLETES)).summary()
+    assert not stuck["complete"] and stuck["checkpoints_completed"] == 0
+    room = final_checkpoint_room(subtasks=2, concurrent=3)
+    ends = simulate(Scenario.from_json(dict(NEVER_COMPLETES, checkpoint=dict(NEVER_COMPLETES["checkpoint"],
+                                                                            checkpoint_timeout=room))))
+    assert ends.ok and ends.summary()["checkpoints_completed"] > 0, ends.violations
+
+
+def test_expiry_timeouts_leave_room_for_the_final_checkpoint() -> None:
+    """Every drawn expiry timeout is at least ``final_checkpoint_room`` of its job (checked above to be
+    enough): checkpoints expire while records flow, never for good."""
+    short = []
+    for seed in range(300):
+        sdict = scenario_from_seed(seed, on=(Feature.EXPIRY, Feature.CONCURRENT), modes=("aligned",),
+                                   max_parallelism=1, max_records=40)
+        ck = sdict["checkpoint"]
+        subtasks = sum(v["parallelism"] for v in sdict["graph"]["vertices"])
+        if ck["checkpoint_timeout"] < final_checkpoint_room(subtasks, ck.get("max_concurrent", 1)):
+            short.append((seed, ck))
+    assert not short, short[:3]
