@@ -1,6 +1,6 @@
-"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, with its scan
-of the source for constants done at the start of the budget, not inside one of its examples, and
-guided by what the campaign reached (``GuidedExamples``)."""
+"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, with no
+constants drawn from whatever source the command loaded (``pinned_constants``: a campaign seed is
+the same campaign in every command), and guided by what the campaign reached (``GuidedExamples``)."""
 
 from __future__ import annotations
 
@@ -87,16 +87,35 @@ def stop_if_interrupted() -> None:
         raise KeyboardInterrupt
 
 
-def scan_constants_now() -> None:
-    """Hypothesis reads the source of every loaded module outside site-packages for constants to draw
-    (cutcheck's own, in an editable checkout), lazily, in the first example that draws one: about
-    1.5 s, once per process, which once landed past the wall. Done here it is paid at the start of the
-    budget, before any scenario runs. A Hypothesis without this scan has nothing to do here."""
+@contextlib.contextmanager
+def pinned_constants() -> Iterator[None]:
+    """No constants from the source of loaded modules: Hypothesis draws, now and then, an integer it
+    read from the source of every module loaded outside site-packages (cutcheck's own, in an editable
+    checkout), so the same campaign seed drew other scenarios in ``verify`` than in a benchmark or
+    ``fuzz`` (each loads other modules, and lazily loaded ones joined mid-run): at seed 0, 600
+    examples reached the same cell count and missed different pairs. Inside a campaign the pool of
+    such constants is empty, whatever is loaded (its own fixed constants stay), so a campaign seed is
+    the campaign in every command; the scan of the source (about 1.5 s) is no longer paid. The
+    previous lookup is put back at the end. A Hypothesis without this pool has nothing to pin."""
     try:
-        from hypothesis.internal.conjecture.providers import _get_local_constants
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
     except ImportError:
+        yield
         return
-    _get_local_constants()
+    lookup = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if lookup is None or cache is None:
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty  # type: ignore[attr-defined]
+    cache.cache.clear()  # drawn with the source's constants before: rebuilt from the pinned pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = lookup  # type: ignore[attr-defined]
+        cache.cache.clear()
 
 
 class HypothesisRecordingDraw(RecordingDraw):

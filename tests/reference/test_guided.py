@@ -3,9 +3,12 @@ a campaign its seed reproduces, and a corpus that grows with new abstract states
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from pathlib import Path
+
+import pytest
 
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict
@@ -185,3 +188,18 @@ def test_savepoint_bursts_bring_two_checkpoints_due_at_one_step() -> None:
     batch = scenario_dict(RecordingDraw(random.Random(1)), **FOCI["batch"])
     maybe_bursts(batch, RecordingDraw(random.Random(0), [3]))  # a batch job takes no checkpoints: no bursts
     assert "savepoints" not in batch
+
+
+def test_a_hypothesis_campaign_draws_the_same_whatever_source_the_command_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis draws, now and then, integers read from the source of loaded local modules; a campaign
+    must not: verify, fuzz and a benchmark load other modules, and one seed must be one campaign."""
+    from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign
+
+    before = hypothesis_campaign(examples=12, seed=2)
+    module = tmp_path / "cells_constants_here.py"  # a local module full of integers Hypothesis would read
+    module.write_text("TABLE = [" + ", ".join(str(7 * k + 3) for k in range(400)) + "]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("cells_constants_here")
+    after = hypothesis_campaign(examples=12, seed=2)
+    assert before.abstract.hits == after.abstract.hits and before.covered.to_json() == after.covered.to_json()
