@@ -203,3 +203,24 @@ def test_a_hypothesis_campaign_draws_the_same_whatever_source_the_command_loaded
     importlib.import_module("cells_constants_here")
     after = hypothesis_campaign(examples=12, seed=2)
     assert before.abstract.hits == after.abstract.hits and before.covered.to_json() == after.covered.to_json()
+
+
+def test_a_savepoint_pair_timed_where_a_channel_started_persisting_crowds_that_step() -> None:
+    """One step where a trigger and a channel's change coincide: by chance one step in hundreds; timed
+    at a step its parent's run marked (``guided.timed_event``), the mutant reaches it at once."""
+    from cutcheck.reference.fuzzing.guided import maybe_bursts, timed_event
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+
+    cell = ("transition", "idle/1", "persisting/2+")
+    sdict = scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"])
+    parent = run_scenario(json.loads(json.dumps(sdict)))
+    assert parent.ok and parent.abstract.hits[cell] == 0
+    starts = parent.abstract.moments["starts"]
+    assert starts and all(step > 0 and "[" in task for step, task in starts)
+    timed_event(sdict, RecordingDraw(random.Random(0), [0, 0]), {"starts": starts})
+    assert sdict["savepoints"][-2:] == [{"at_step": starts[0][0]}] * 2
+    child = run_scenario(sdict)
+    assert child.ok and child.abstract.hits[cell] > 0
+    fresh = RecordingDraw(random.Random(0), [0])  # no parent, no moments: no timed event is drawn
+    maybe_bursts(scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"]), fresh)
+    assert len(fresh.draws) == 1
