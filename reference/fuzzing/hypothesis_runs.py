@@ -109,12 +109,12 @@ def pinned_constants() -> Iterator[None]:
         yield
         return
     empty = Constants()
-    providers._get_local_constants = lambda: empty  # type: ignore[attr-defined]
+    providers._get_local_constants = lambda: empty
     cache.cache.clear()  # drawn with the source's constants before: rebuilt from the pinned pool
     try:
         yield
     finally:
-        providers._get_local_constants = lookup  # type: ignore[attr-defined]
+        providers._get_local_constants = lookup
         cache.cache.clear()
 
 
