@@ -170,14 +170,19 @@ class GuidedExamples:
         self.active = active
         self._corpus = tuple(self.corpus)
         self._hits = hits = AbstractCoverage(Counter(self.reached.hits))
-        # The foci whose least-reached allowed pair has the fewest hits: a focus a cycle step brings
-        # up rarely (at-least-once, batch: one in 18) would otherwise leave its own pairs unreached.
-        least = {focus: min((pair_hits(hits, p) for p in ranked_pairs(hits, FOCI[focus])), default=2**31)
-                 for focus in dict.fromkeys(FEATURE_CYCLE)}
+        # The foci whose least-reached allowed pair has the fewest hits, and among those the ones with the
+        # most pairs at that count: a focus a cycle step brings up rarely (at-least-once, batch: one in
+        # 18) would otherwise leave its own pairs unreached. (Ties went to cycle order: early in a
+        # campaign every focus has an unreached pair, and at-least-once, late in the cycle, with ~29
+        # pairs only it allows, was never needy: 5-7 of its pairs unreached after 600 examples.)
+        least: dict[str, tuple[int, int]] = {}
+        for focus in dict.fromkeys(FEATURE_CYCLE):
+            counts = [pair_hits(hits, p) for p in ranked_pairs(hits, FOCI[focus])]
+            fewest = min(counts, default=2**31)
+            least[focus] = (fewest, -counts.count(fewest))
         self._needy = tuple(sorted(least, key=lambda f: least[f])[:NEEDY])
-        # Steered one in two while a pair is unreached: at-least-once pairs (one focus of 19 brings them)
-        # stayed unreached after 600 examples on seed 1 at one in four.
-        self._starved = least[self._needy[0]] == 0
+        # Steered one in two while a pair is unreached (one in four after).
+        self._starved = least[self._needy[0]][0] == 0
 
     def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, str]:
         """The generator settings and the draw of one example, and how it was guided: "plain" (the
