@@ -129,7 +129,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             result.mutated += 1
         else:
             gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
-        draw = RecordingDraw(rng, prefix, parent.moments if parent is not None else None)
+        draw = RecordingDraw(rng, prefix, wanted_moments(parent.moments, result.abstract) if parent is not None else None)
         sdict = scenario_dict(draw, mutants=mutants, **gen)
         maybe_bursts(sdict, draw)
         try:
@@ -310,6 +310,20 @@ def maybe_bursts(sdict: dict[str, Any], draw: Draw) -> None:
         savepoint_bursts(sdict, draw)
     if isinstance(draw, RecordingDraw) and draw.moments and draw.integer(0, 1):
         timed_event(sdict, draw, draw.moments)
+
+
+# The channel transitions each kind of moment provokes (``timed_event``).
+TIMED_FOR: dict[str, Cell] = {"starts": ("transition", "idle/1", "persisting/2+"),
+                              "ends": ("transition", "persisting/1", "idle/2+"),
+                              "crowded": ("transition", "persisting/2+", "idle/0")}
+
+
+def wanted_moments(moments: dict[str, list[tuple[int, str]]],
+                   reached: AbstractCoverage) -> dict[str, list[tuple[int, str]]]:
+    """The moments whose transition (``TIMED_FOR``) the campaign has not reached, or all of them once
+    it reached every one: a timed event spent on a reached transition finds nothing new."""
+    wanted = {k: v for k, v in moments.items() if k in TIMED_FOR and not reached.hits[TIMED_FOR[k]]}
+    return wanted or moments
 
 
 def timed_event(sdict: dict[str, Any], draw: Draw, moments: dict[str, list[tuple[int, str]]]) -> None:

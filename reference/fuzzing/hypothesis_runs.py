@@ -26,6 +26,7 @@ from cutcheck.reference.fuzzing.guided import (
     pair_hits,
     pick,
     ranked_pairs,
+    wanted_moments,
 )
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
@@ -199,7 +200,7 @@ class GuidedExamples:
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
             parent = pick(rng, self._corpus, self._hits)
             return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds),
-                                                             parent.moments), "mutant"
+                                                             wanted_moments(parent.moments, self._hits)), "mutant"
         gen = dict(FOCI[focus])
         if focus != "batch" and data.draw(st.integers(0, 3)) == 3:  # one in four: its runs are longer
             gen["interleave"] = True
