@@ -224,3 +224,16 @@ def test_a_savepoint_pair_timed_where_a_channel_started_persisting_crowds_that_s
     fresh = RecordingDraw(random.Random(0), [0])  # no parent, no moments: no timed event is drawn
     maybe_bursts(scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"]), fresh)
     assert len(fresh.draws) == 1
+
+
+def test_timed_events_go_to_the_transitions_not_yet_reached() -> None:
+    from cutcheck.reference.fuzzing.guided import TIMED_FOR, wanted_moments
+
+    moments = {"starts": [(5, "m[0]")], "ends": [(9, "m[0]")], "crowded": [(7, "m[1]")]}
+    reached = AbstractCoverage()
+    assert wanted_moments(moments, reached) == moments
+    reached.hits[TIMED_FOR["starts"]] += 1
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    assert wanted_moments(moments, reached) == {"ends": [(9, "m[0]")]}
+    reached.hits[TIMED_FOR["ends"]] += 1
+    assert wanted_moments(moments, reached) == moments  # every one reached: any moment will do
