@@ -18,6 +18,7 @@ from typing import Any
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.guided import (
     PAIR_CHOICES,
+    TIMED_FOR,
     Entry,
     RecordingDraw,
     force,
@@ -198,7 +199,11 @@ class GuidedExamples:
             focus = self._needy[data.draw(st.integers(0, len(self._needy) - 1))]
         if self._corpus and data.draw(st.integers(0, 1)):
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
-            parent = pick(rng, self._corpus, self._hits)
+            # Half the time, while a timed transition is unreached, a parent whose run marked a moment
+            # for it (``guided.timed_event``): picked by rarity alone, few mutants had one.
+            timed = [e for e in self._corpus if any(k in TIMED_FOR and not self._hits.hits[TIMED_FOR[k]]
+                                                    for k in e.moments)]
+            parent = pick(rng, timed if timed and rng.random() < 0.5 else self._corpus, self._hits)
             return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds),
                                                              wanted_moments(parent.moments, self._hits)), "mutant"
         gen = dict(FOCI[focus])
