@@ -51,6 +51,7 @@ STALE = {
                        "newer checkpoint (the records FLINK-21104 lost)"),
 }
 SIDES = ("input", "output")
+MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 MISSED_SHOWN = 40  # unreached cells named in the output; past that the pairs are only counted
 BATCH_ONLY = frozenset({Feature.BLOCKING})
 # Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
@@ -162,6 +163,10 @@ class AbstractCoverage:
     """Hits per abstract cell; ``merge`` adds another run's or campaign's."""
 
     hits: Counter[Cell] = field(default_factory=Counter)
+    # One run's steps where the rarest channel transitions could be provoked (``AbstractObserver``):
+    # a channel starting or ending its persisting, and a channel persisting with 2+ checkpoints pending.
+    # Guided mutants time a savepoint or a failure there (``guided.timed_event``); merge keeps hits only.
+    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # kind -> (step, the channel's task)
 
     def merge(self, other: AbstractCoverage) -> None:
         self.hits.update(other.hits)
@@ -254,7 +259,11 @@ class AbstractObserver:
                     hits["channel", state, ""] += 1
                     if before is not None:
                         hits["transition", before[0], state] += 1
+                        if before[0][0] != state[0]:  # idle <-> persisting: a savepoint due here crowds it
+                            self._moment("starts" if state[0] == "p" else "ends", engine.step, task)
                     last[key] = (state, ch)
+                if state == "persisting/2+":
+                    self._moment("crowded", engine.step, task)  # a failover elsewhere aborts them all at once
                 if ch.persisting is not None and ch.sender is not None:
                     self._after_stale(ch, hits)
                 if ch.priority and newest >= 0:
@@ -264,6 +273,11 @@ class AbstractObserver:
                             break
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
+
+    def _moment(self, kind: str, step: int, task: Any) -> None:
+        steps = self.coverage.moments.setdefault(kind, [])
+        if len(steps) < MOMENTS and (not steps or steps[-1][0] != step):
+            steps.append((step, str(task.sid)))
 
     def _after_stale(self, ch: Any, hits: Counter[Cell]) -> None:
         """A barrier older than the checkpoint a channel persists reaching it while it persists

@@ -39,8 +39,8 @@ from cutcheck.reference.fuzzing.guided import maybe_bursts, seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
     GuidedExamples,
     HypothesisRecordingDraw,
+    pinned_constants,
     private_hypothesis_home,
-    scan_constants_now,
     sticky_interrupts,
     stop_if_interrupted,
 )
@@ -167,7 +167,7 @@ def hypothesis_campaign(*, examples: int = 100, seconds: float | None = None, mu
     feature pairs, with the interleaving knobs drawn (all drawn, so they shrink towards plain scenarios). Hypothesis writes nothing outside a temporary directory
     (``private_hypothesis_home``).
     """
-    with private_hypothesis_home(), sticky_interrupts():
+    with private_hypothesis_home(), sticky_interrupts(), pinned_constants():
         return _campaign(examples, seconds, mutants, seed, choice_budget, shrink, gen, shrink_seconds, progress)
 
 
@@ -181,7 +181,6 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
     result = CampaignResult()
     start = time.monotonic()
     end = start + seconds if seconds is not None else None  # the wall: search and shrinking end here
-    scan_constants_now()
     result.limits = {"seconds": seconds, "examples": examples, "search_until": seconds, "search_stopped_by": "examples"}
     search = _Search(tuple(mutants), gen, choice_budget, result, progress, end,
                      (lambda: end) if end is not None else (lambda: time.monotonic() + shrink_seconds))

@@ -44,13 +44,15 @@ class RecordingDraw:
     """Draws integers from ``rng`` (after replaying ``prefix``, each value folded into its range) and
     records every value, so the scenario can be mutated draw by draw."""
 
-    __slots__ = ("_rng", "_prefix", "draws", "seeds")
+    __slots__ = ("_rng", "_prefix", "draws", "seeds", "moments")
 
-    def __init__(self, rng: random.Random | None, prefix: Sequence[int] = ()):
+    def __init__(self, rng: random.Random | None, prefix: Sequence[int] = (),
+                 moments: dict[str, list[tuple[int, str]]] | None = None):
         self._rng = rng
         self._prefix = list(prefix)
         self.draws: list[int] = []
         self.seeds: list[int] = []  # positions of seed-sized draws (the scenario's seed, which drives its schedule)
+        self.moments = moments or {}  # a mutant's: its parent's run's (``timed_event``)
 
     def fresh(self, lo: int, hi: int) -> int:
         """A draw past the prefix (a Hypothesis campaign's subclass draws it through Hypothesis)."""
@@ -77,6 +79,7 @@ class Entry:
     seeds: list[int]
     gen: dict[str, Any]
     cells: frozenset[Cell]
+    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # its run's (``AbstractCoverage.moments``)
 
 
 @dataclass(slots=True)
@@ -126,7 +129,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             result.mutated += 1
         else:
             gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
-        draw = RecordingDraw(rng, prefix)
+        draw = RecordingDraw(rng, prefix, wanted_moments(parent.moments, result.abstract) if parent is not None else None)
         sdict = scenario_dict(draw, mutants=mutants, **gen)
         maybe_bursts(sdict, draw)
         try:
@@ -159,7 +162,8 @@ def keep(corpus: list[Entry], draw: RecordingDraw, gen: dict[str, Any], verdict:
     new = reached.new_in(verdict.abstract)
     if new:
         cells = frozenset(c for c, n in verdict.abstract.hits.items() if n)
-        corpus.append(Entry(list(draw.draws), list(draw.seeds), gen, cells))
+        corpus.append(Entry(list(draw.draws), list(draw.seeds), gen, cells,
+                            {k: list(v) for k, v in verdict.abstract.moments.items()}))
         if len(corpus) > MAX_CORPUS:
             corpus.remove(min(corpus, key=lambda e: _rarity(e, reached)))
     return new
@@ -304,6 +308,50 @@ def maybe_bursts(sdict: dict[str, Any], draw: Draw) -> None:
         return
     if draw.integer(0, 3) == 3:
         savepoint_bursts(sdict, draw)
+    if isinstance(draw, RecordingDraw) and draw.moments and draw.integer(0, 1):
+        timed_event(sdict, draw, draw.moments)
+
+
+# The channel transitions each kind of moment provokes (``timed_event``).
+TIMED_FOR: dict[str, Cell] = {"starts": ("transition", "idle/1", "persisting/2+"),
+                              "ends": ("transition", "persisting/1", "idle/2+"),
+                              "crowded": ("transition", "persisting/2+", "idle/0")}
+
+
+def wanted_moments(moments: dict[str, list[tuple[int, str]]],
+                   reached: AbstractCoverage) -> dict[str, list[tuple[int, str]]]:
+    """The moments whose transition (``TIMED_FOR``) the campaign has not reached, or all of them once
+    it reached every one: a timed event spent on a reached transition finds nothing new."""
+    wanted = {k: v for k, v in moments.items() if k in TIMED_FOR and not reached.hits[TIMED_FOR[k]]}
+    return wanted or moments
+
+
+def timed_event(sdict: dict[str, Any], draw: Draw, moments: dict[str, list[tuple[int, str]]]) -> None:
+    """A mutant's savepoint or failure timed at a step its parent's run marked (``AbstractCoverage.moments``):
+    two savepoints due where a channel started or ended persisting (a checkpoint pending and the
+    channel changing in one step: ``idle/1 -> persisting/2+``, ``persisting/1 -> idle/2+``), or the
+    first scheduled failure moved to where a channel persisted with 2+ checkpoints pending (a failover
+    aborting them all: ``persisting/2+ -> idle/0``). Chance coincidences of one step in hundreds
+    otherwise; the mutant mostly replays its parent up to that step. Drawn last: it shrinks to none."""
+    kinds = [k for k in ("starts", "ends", "crowded") if moments.get(k)]
+    if not kinds:
+        return
+    kind = kinds[draw.integer(0, len(kinds) - 1)]
+    steps = moments[kind]
+    step, task = steps[draw.integer(0, len(steps) - 1)]
+    if not 0 < step < sdict.get("max_steps", 0):
+        return
+    if kind != "crowded":
+        sdict["savepoints"] = [*sdict.get("savepoints", []), {"at_step": step}, {"at_step": step}]
+    elif sdict.get("failures") and not sdict.get("rescales"):  # a rescale's failure keeps its timing
+        # Another subtask of the persisting channel's vertex: in a job of pipelined regions, a region
+        # failover that leaves this channel's region running, so the observer sees it go idle.
+        vertex, _, index = task.rpartition("[")
+        par = {v["id"]: v["parallelism"] for v in sdict["graph"]["vertices"]}.get(vertex, 1)
+        target = sdict["failures"][0]["target"]
+        if par > 1:
+            target = f"{vertex}[{(int(index.rstrip(']')) + draw.integer(1, par - 1)) % par}]"
+        sdict["failures"][0] = {"at_step": step, "target": target}
 
 
 def savepoint_bursts(sdict: dict[str, Any], draw: Draw) -> None:

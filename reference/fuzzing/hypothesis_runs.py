@@ -1,6 +1,6 @@
-"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, with its scan
-of the source for constants done at the start of the budget, not inside one of its examples, and
-guided by what the campaign reached (``GuidedExamples``)."""
+"""How a campaign runs Hypothesis: in a private home, with Ctrl-C that cannot be lost, with no
+constants drawn from whatever source the command loaded (``pinned_constants``: a campaign seed is
+the same campaign in every command), and guided by what the campaign reached (``GuidedExamples``)."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from typing import Any
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.guided import (
     PAIR_CHOICES,
+    TIMED_FOR,
     Entry,
     RecordingDraw,
     force,
@@ -26,6 +27,7 @@ from cutcheck.reference.fuzzing.guided import (
     pair_hits,
     pick,
     ranked_pairs,
+    wanted_moments,
 )
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
@@ -87,16 +89,35 @@ def stop_if_interrupted() -> None:
         raise KeyboardInterrupt
 
 
-def scan_constants_now() -> None:
-    """Hypothesis reads the source of every loaded module outside site-packages for constants to draw
-    (cutcheck's own, in an editable checkout), lazily, in the first example that draws one: about
-    1.5 s, once per process, which once landed past the wall. Done here it is paid at the start of the
-    budget, before any scenario runs. A Hypothesis without this scan has nothing to do here."""
+@contextlib.contextmanager
+def pinned_constants() -> Iterator[None]:
+    """No constants from the source of loaded modules: Hypothesis draws, now and then, an integer it
+    read from the source of every module loaded outside site-packages (cutcheck's own, in an editable
+    checkout), so the same campaign seed drew other scenarios in ``verify`` than in a benchmark or
+    ``fuzz`` (each loads other modules, and lazily loaded ones joined mid-run): at seed 0, 600
+    examples reached the same cell count and missed different pairs. Inside a campaign the pool of
+    such constants is empty, whatever is loaded (its own fixed constants stay), so a campaign seed is
+    the campaign in every command; the scan of the source (about 1.5 s) is no longer paid. The
+    previous lookup is put back at the end. A Hypothesis without this pool has nothing to pin."""
     try:
-        from hypothesis.internal.conjecture.providers import _get_local_constants
+        from hypothesis.internal.conjecture import providers
+        from hypothesis.internal.constants_ast import Constants
     except ImportError:
+        yield
         return
-    _get_local_constants()
+    lookup = getattr(providers, "_get_local_constants", None)
+    cache = getattr(providers, "CONSTANTS_CACHE", None)
+    if lookup is None or cache is None:
+        yield
+        return
+    empty = Constants()
+    providers._get_local_constants = lambda: empty
+    cache.cache.clear()  # drawn with the source's constants before: rebuilt from the pinned pool
+    try:
+        yield
+    finally:
+        providers._get_local_constants = lookup
+        cache.cache.clear()
 
 
 class HypothesisRecordingDraw(RecordingDraw):
@@ -105,8 +126,8 @@ class HypothesisRecordingDraw(RecordingDraw):
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Any, prefix: Sequence[int] = ()):
-        super().__init__(None, prefix)
+    def __init__(self, data: Any, prefix: Sequence[int] = (), moments: dict[str, list[tuple[int, str]]] | None = None):
+        super().__init__(None, prefix, moments)
         self._data = data
 
     def fresh(self, lo: int, hi: int) -> int:
@@ -135,7 +156,7 @@ class GuidedExamples:
     draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
     """
 
-    __slots__ = ("corpus", "reached", "mutated", "active", "_corpus", "_hits", "_needy")
+    __slots__ = ("corpus", "reached", "mutated", "active", "_corpus", "_hits", "_needy", "_starved")
 
     def __init__(self, reached: AbstractCoverage):
         self.corpus: list[Entry] = []
@@ -145,16 +166,25 @@ class GuidedExamples:
         self._corpus: tuple[Entry, ...] = ()
         self._hits = AbstractCoverage()
         self._needy: tuple[str, ...] = ()
+        self._starved = False  # a needy focus allows a pair no run reached yet
 
     def freeze(self, *, active: bool) -> None:
         self.active = active
         self._corpus = tuple(self.corpus)
         self._hits = hits = AbstractCoverage(Counter(self.reached.hits))
-        # The foci whose least-reached allowed pair has the fewest hits: a focus a cycle step brings
-        # up rarely (at-least-once, batch: one in 18) would otherwise leave its own pairs unreached.
-        least = {focus: min((pair_hits(hits, p) for p in ranked_pairs(hits, FOCI[focus])), default=2**31)
-                 for focus in dict.fromkeys(FEATURE_CYCLE)}
+        # The foci whose least-reached allowed pair has the fewest hits, and among those the ones with the
+        # most pairs at that count: a focus a cycle step brings up rarely (at-least-once, batch: one in
+        # 18) would otherwise leave its own pairs unreached. (Ties went to cycle order: early in a
+        # campaign every focus has an unreached pair, and at-least-once, late in the cycle, with ~29
+        # pairs only it allows, was never needy: 5-7 of its pairs unreached after 600 examples.)
+        least: dict[str, tuple[int, int]] = {}
+        for focus in dict.fromkeys(FEATURE_CYCLE):
+            counts = [pair_hits(hits, p) for p in ranked_pairs(hits, FOCI[focus])]
+            fewest = min(counts, default=2**31)
+            least[focus] = (fewest, -counts.count(fewest))
         self._needy = tuple(sorted(least, key=lambda f: least[f])[:NEEDY])
+        # Steered one in two while a pair is unreached (one in four after).
+        self._starved = least[self._needy[0]][0] == 0
 
     def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, str]:
         """The generator settings and the draw of one example, and how it was guided: "plain" (the
@@ -164,12 +194,18 @@ class GuidedExamples:
         focus = FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
         if not self.active:  # a plain batch: the unguided campaign's example, draw for draw
             return dict(FOCI[focus]), HypothesisRecordingDraw(data), "plain"
-        if data.draw(st.integers(0, 3)) == 3:  # one in four: a focus whose pairs are least reached
+        steer = data.draw(st.integers(0, 3))  # one in four (two while a pair is unreached): a needy focus
+        if steer == 3 or (self._starved and steer == 2):
             focus = self._needy[data.draw(st.integers(0, len(self._needy) - 1))]
         if self._corpus and data.draw(st.integers(0, 1)):
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
-            parent = pick(rng, self._corpus, self._hits)
-            return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds)), "mutant"
+            # Half the time, while a timed transition is unreached, a parent whose run marked a moment
+            # for it (``guided.timed_event``): picked by rarity alone, few mutants had one.
+            timed = [e for e in self._corpus if any(k in TIMED_FOR and not self._hits.hits[TIMED_FOR[k]]
+                                                    for k in e.moments)]
+            parent = pick(rng, timed if timed and rng.random() < 0.5 else self._corpus, self._hits)
+            return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds),
+                                                             wanted_moments(parent.moments, self._hits)), "mutant"
         gen = dict(FOCI[focus])
         if focus != "batch" and data.draw(st.integers(0, 3)) == 3:  # one in four: its runs are longer
             gen["interleave"] = True

@@ -3,9 +3,12 @@ a campaign its seed reproduces, and a corpus that grows with new abstract states
 
 from __future__ import annotations
 
+import importlib
 import json
 import random
 from pathlib import Path
+
+import pytest
 
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict
@@ -185,3 +188,52 @@ def test_savepoint_bursts_bring_two_checkpoints_due_at_one_step() -> None:
     batch = scenario_dict(RecordingDraw(random.Random(1)), **FOCI["batch"])
     maybe_bursts(batch, RecordingDraw(random.Random(0), [3]))  # a batch job takes no checkpoints: no bursts
     assert "savepoints" not in batch
+
+
+def test_a_hypothesis_campaign_draws_the_same_whatever_source_the_command_loaded(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hypothesis draws, now and then, integers read from the source of loaded local modules; a campaign
+    must not: verify, fuzz and a benchmark load other modules, and one seed must be one campaign."""
+    from cutcheck.reference.fuzzing.campaigns import hypothesis_campaign
+
+    before = hypothesis_campaign(examples=12, seed=2)
+    module = tmp_path / "cells_constants_here.py"  # a local module full of integers Hypothesis would read
+    module.write_text("TABLE = [" + ", ".join(str(7 * k + 3) for k in range(400)) + "]\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    importlib.import_module("cells_constants_here")
+    after = hypothesis_campaign(examples=12, seed=2)
+    assert before.abstract.hits == after.abstract.hits and before.covered.to_json() == after.covered.to_json()
+
+
+def test_a_savepoint_pair_timed_where_a_channel_started_persisting_crowds_that_step() -> None:
+    """One step where a trigger and a channel's change coincide: by chance one step in hundreds; timed
+    at a step its parent's run marked (``guided.timed_event``), the mutant reaches it at once."""
+    from cutcheck.reference.fuzzing.guided import maybe_bursts, timed_event
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+
+    cell = ("transition", "idle/1", "persisting/2+")
+    sdict = scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"])
+    parent = run_scenario(json.loads(json.dumps(sdict)))
+    assert parent.ok and parent.abstract.hits[cell] == 0
+    starts = parent.abstract.moments["starts"]
+    assert starts and all(step > 0 and "[" in task for step, task in starts)
+    timed_event(sdict, RecordingDraw(random.Random(0), [0, 0]), {"starts": starts})
+    assert sdict["savepoints"][-2:] == [{"at_step": starts[0][0]}] * 2
+    child = run_scenario(sdict)
+    assert child.ok and child.abstract.hits[cell] > 0
+    fresh = RecordingDraw(random.Random(0), [0])  # no parent, no moments: no timed event is drawn
+    maybe_bursts(scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"]), fresh)
+    assert len(fresh.draws) == 1
+
+
+def test_timed_events_go_to_the_transitions_not_yet_reached() -> None:
+    from cutcheck.reference.fuzzing.guided import TIMED_FOR, wanted_moments
+
+    moments = {"starts": [(5, "m[0]")], "ends": [(9, "m[0]")], "crowded": [(7, "m[1]")]}
+    reached = AbstractCoverage()
+    assert wanted_moments(moments, reached) == moments
+    reached.hits[TIMED_FOR["starts"]] += 1
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    assert wanted_moments(moments, reached) == {"ends": [(9, "m[0]")]}
+    reached.hits[TIMED_FOR["ends"]] += 1
+    assert wanted_moments(moments, reached) == moments  # every one reached: any moment will do
