@@ -36,7 +36,11 @@ def test_engine_traces_are_accepted_by_the_protocol(data: Any) -> None:
         assert result.ok, result.violations
     findings = validate_run(result.traces)
     assert findings == [], findings[:3]
-    assert sum(len(t) for book in result.traces for t in book.values()) > 0
+    # Something was traced, unless every trace was closed before its first event: a pipelined region that
+    # restarts from scratch has no restore in the protocol, so its channels stop recording (a failure at
+    # step 1 of a job that is one region leaves nothing to validate, and says so by closing them).
+    traces = [t for book in result.traces for t in book.values()]
+    assert sum(map(len, traces)) > 0 or (traces and all(t.closed for t in traces)), "nothing was traced"
 
 
 def test_at_least_once_traces_break_cut() -> None:
