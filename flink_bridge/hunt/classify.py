@@ -88,6 +88,7 @@ DEPARTURES: tuple[Departure, ...] = (
 # The engine stand-in stops at its own invariants; each names what a real Flink would show instead.
 INVARIANT_KIND = {"OWNERSHIP": Kind.KEY_STATE,  # a key reached a subtask outside its key-group range
                   "REF": Kind.MISSING_FILE, "RETAINED": Kind.MISSING_FILE, "SAVEPOINT_KEPT": Kind.MISSING_FILE,
+                  "CHECKPOINT_ID": Kind.MISSING_FILE,  # a reused id's chk-N shares a directory with a retained one
                   "COMMIT": Kind.OUTPUT, "CUT": Kind.OUTPUT, "ORDER": Kind.OUTPUT,
                   "ALIGNED_EDGE": Kind.UNALIGNED_WHERE_ALIGNED,  # in-flight data persisted on an aligned exchange
                   "LIVENESS": Kind.RESTORE_FAILED}  # the job stops making progress: Flink's run times out

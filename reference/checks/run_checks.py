@@ -2,7 +2,8 @@
 
 Each check is a subscriber: OWNERSHIP of the key-group ranges whenever tasks are deployed, CUT,
 ALIGNED_EDGE and BROADCAST_STATE when a checkpoint is about to be stored, RETAINED, SAVEPOINT_KEPT
-and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore. A
+and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore,
+CHECKPOINT_ID at every trigger. A
 check raises ``InvariantViolation`` from its subscriber, at the step the event happened; the
 protocol code that published the event never knows a check exists.
 """
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.kinds import CheckpointMode
 from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
@@ -22,6 +24,7 @@ from cutcheck.reference.checks.storage_invariants import RetentionWatch, Storage
 from cutcheck.reference.events.stream import (
     CheckpointCompleted,
     CheckpointCompleting,
+    CheckpointTriggered,
     EventBus,
     RestoreTried,
     StorageClosed,
@@ -46,12 +49,28 @@ class RunChecks:
         bus.subscribe(CheckpointCompleting, self.on_completing)
         bus.subscribe(CheckpointCompleted, self.on_completed)
         bus.subscribe(StorageClosed, self.on_storage_closed)
+        bus.subscribe(CheckpointTriggered, self.on_triggered)
+        # CHECKPOINT_ID: the highest id this job took or restored; every new checkpoint's id is above it.
+        self.id_floor = 0
+        self.id_floor_is = "no checkpoint yet"
 
     def on_deployed(self, _e: TasksDeployed) -> None:
         check_key_group_ranges(self.run)  # OWNERSHIP of the ranges themselves
 
     def on_restore(self, e: RestoreTried) -> None:
         judge_restore(self.run, e.done, e.refusal)  # RESTORE_JUDGED: the engine refuses what Flink refuses
+        if e.refusal is None and e.done.cp > self.id_floor:
+            self.id_floor, self.id_floor_is = e.done.cp, f"the restored {e.done.kind} {e.done.cp}"
+
+    def on_triggered(self, e: CheckpointTriggered) -> None:
+        """CHECKPOINT_ID: a job never takes a checkpoint id twice, across failovers and restores (Flink
+        sets its id counter past a restored checkpoint): a committer or table that records the last
+        committed id (Iceberg's max committed checkpoint id) would take the reused id's data as
+        already committed."""
+        if e.cp <= self.id_floor:
+            raise InvariantViolation("CHECKPOINT_ID", f"{e.kind} {e.cp} was triggered after {self.id_floor_is}: a job's "
+                                                      f"checkpoint ids only grow, a restored one's from the restored id + 1 on")
+        self.id_floor, self.id_floor_is = e.cp, f"{e.kind} {e.cp}"
 
     def on_completing(self, e: CheckpointCompleting) -> None:
         if self.cut and self.run.scenario.checkpoint.mode != CheckpointMode.AT_LEAST_ONCE:

@@ -126,6 +126,8 @@ def test_every_state_fault_has_a_case() -> None:
 def test_checkpoint_id_restarts_after_restore_is_caught(tmp_path: Path, mode: str) -> None:
     assert _restore_no_claim(tmp_path / "clean", [], mode).ok
     faulty = _restore_no_claim(tmp_path / "faulty", ["checkpoint-id-restarts-after-restore"], mode)
-    # Checkpoint 1 is older than the restored one, so the coordinator never completes one again and
-    # the committers' last committables wait forever: the job cannot finish.
-    assert [v["invariant"] for v in faulty.violations] == ["LIVENESS"], faulty.violations
+    # Checkpoint 1 again is not above the restored one: CHECKPOINT_ID stops the run at that trigger.
+    # (Before that check the run went on: the coordinator never completed a checkpoint again, the
+    # committers' last committables waited forever, and only LIVENESS found it.)
+    assert [v["invariant"] for v in faulty.violations] == ["CHECKPOINT_ID"], faulty.violations
+    assert "checkpoint 1 was triggered after the restored checkpoint" in faulty.violations[0]["detail"]

@@ -1,4 +1,4 @@
-"""The run-time invariants BROADCAST_STATE, ALIGNED_EDGE, NO_ORPHANS, SAVEPOINT_KEPT and RESTORE_JUDGED.
+"""The run-time invariants BROADCAST_STATE, ALIGNED_EDGE, NO_ORPHANS, SAVEPOINT_KEPT, RESTORE_JUDGED and CHECKPOINT_ID.
 
 Each one (a) holds on unmutated runs: the example graphs in every mode with failures, savepoints
 and on-disk storage, and generated scenarios (on disk; rescaled); and (b) can fail: a test switches on
@@ -12,6 +12,7 @@ new check fires there either: a violation would stop the run and log a violation
 from __future__ import annotations
 
 import json
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from cutcheck.reference.checks.restore_judgement import flink_refusal
 from cutcheck.reference.engine import Engine
 from cutcheck.reference.fuzzing.campaigns import run_scenario
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
+from cutcheck.reference.fuzzing.verdicts import FOCI
 from cutcheck.reference.simulate import RunResult
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import inspect
@@ -275,3 +277,23 @@ def test_waiting_for_a_barrier_on_an_ended_channel_is_found_when_it_happens() ->
     assert [v["invariant"] for v in broken.violations] == ["LIVENESS"]
     assert "waits only on channels that have ended" in broken.violations[0]["detail"]
     assert broken.steps < 60_000 // 10
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 10**6))
+@also_seed(seed=3)
+def test_checkpoint_id_holds_on_resubmitted_jobs_and_catches_ids_that_start_over(seed: int) -> None:
+    """CHECKPOINT_ID: generated resubmitted jobs (the second restores the first one's checkpoint or
+    savepoint) never take an id twice; with ``checkpoint-id-restarts-after-restore`` (apache/iceberg#18123)
+    the second job's first trigger takes 1 again, whatever the mode, the graph or the snapshot."""
+    sdict = scenario_from_seed(seed, **FOCI["resubmit"])
+    with tempfile.TemporaryDirectory(prefix="cutcheck-ids-") as tmp:
+        clean = simulate(Scenario.from_json(sdict), checkpoint_dir=Path(tmp) / "clean")
+        faulty = simulate(Scenario.from_json(sdict | {"mutants": ["checkpoint-id-restarts-after-restore"]}),
+                          checkpoint_dir=Path(tmp) / "faulty")
+    assert "CHECKPOINT_ID" not in names(clean), clean.violations
+    second_job_triggered = any(c["id"] > 0 for c in clean.checkpoints)
+    restored = (clean.summary().get("resubmit") or {}).get("restored")
+    if restored and second_job_triggered and clean.steps > 0:
+        assert names(faulty)[:1] == ["CHECKPOINT_ID"], faulty.violations
+        assert "restored" in faulty.violations[0]["detail"]
