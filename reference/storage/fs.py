@@ -59,7 +59,7 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver
+from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver, latest_index
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
@@ -208,9 +208,10 @@ class FsCheckpointStorage:
         self._check_ref(f"after checkpoint {cp} was aborted")
 
     def latest(self) -> CompletedCheckpoint | None:
-        if not self.held:
+        i = latest_index([(h.cp, h.kind) for h in self.held])
+        if i is None:
             return None
-        h = self.held[-1]
+        h = self.held[i]
         try:
             return load_checkpoint(h.path)
         except MissingStateFile as exc:
