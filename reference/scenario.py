@@ -46,7 +46,7 @@ class CheckpointConfig:
     # declines) tolerated before the job fails over (reference/failure_manager.py)
     tolerable_failed: int = 0
     # Steps the asynchronous part of a task's snapshot may take before its acknowledgement reaches the
-    # coordinator: each one is delayed by a draw in [0, ack_delay] from the run's seed, so acks of
+    # coordinator: each one is delayed by a draw in [1, ack_delay] from the run's seed, so acks of
     # different checkpoints cross (reference/checkpointing/acks.py). 0: acknowledged at once.
     ack_delay: int = 0
 

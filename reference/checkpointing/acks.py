@@ -7,7 +7,7 @@ acknowledgement, by RPC, to ``CheckpointCoordinator.receiveAcknowledgeMessage``.
 tasks and checkpoints therefore reach the coordinator in any order, so a newer checkpoint can
 complete while an older one is still pending (facts §4.9).
 
-With ``checkpoint.ack_delay`` D > 0 each acknowledgement is held here for a delay drawn in [0, D]
+With ``checkpoint.ack_delay`` D > 0 each acknowledgement is held here for a delay drawn in [1, D]
 from a generator of its own, seeded from the run's seed (the scheduler's choices stay those of the
 same scenario with D = 0 up to the first ack), and delivered as a timer of the engine's step loop.
 With D = 0 nothing is held: the task acknowledges at once, as the engine always did.
@@ -52,7 +52,9 @@ class AckPipe:
         self._in_flight: list[InFlightAck] = []
 
     def send(self, sender: Task, snap: TaskSnapshot, step: int) -> None:
-        due = step + self._rng.randint(0, self.delay)
+        # At least one step: an ack sent during a step's timers would otherwise fall due at a step
+        # whose acks were already delivered, and wait behind the next timer (an expiry, say).
+        due = step + self._rng.randint(1, self.delay)
         ack = InFlightAck(snap, sender, step, due)
         at = len(self._in_flight)
         while at > 0 and self._in_flight[at - 1].due_step > due:

@@ -13,6 +13,9 @@ while staying inside what Flink allows (any network delay, any thread scheduling
   take a newer checkpoint only after records crossed behind an older one's stale barrier;
 * a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
   barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
+
+``acknowledgement_delay`` draws the other kind of crossing: acknowledgements of different checkpoints
+reaching the coordinator out of order (``checkpoint.ack_delay``).
 """
 
 from __future__ import annotations
@@ -59,3 +62,24 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *,
     # Expiries here are the point, not a failure of the job: Flink users with such timeouts tolerate them.
     ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
     return True
+
+
+def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> int:
+    """Draw ``checkpoint.ack_delay`` into ``scenario``; return it (0: none drawn).
+
+    Where the order of completions matters (concurrent checkpoints, or savepoints beside checkpoints)
+    one scenario in two delays its acknowledgements, so that a newer checkpoint completes while an
+    older one is pending (``reference.checkpointing.acks``); ``forced`` (the feature asked for by a
+    guided campaign) draws it in any streaming scenario. Drawn after everything else, so the rest of
+    the scenario is the one the same draws give without it. The delay stays within twice the interval,
+    for acks of neighbouring checkpoints to cross, and a quarter of the checkpoint timeout, so that
+    expiry scenarios still complete checkpoints.
+    """
+    ck = scenario["checkpoint"]
+    matters = ck.get("max_concurrent", 1) > 1 or bool(scenario.get("savepoints"))
+    if not forced and not (matters and chance(d, 2)):
+        return 0
+    high = max(1, min(2 * ck["interval"], ck.get("checkpoint_timeout", 1_000_000) // 4))
+    delay = d.integer(1, high)
+    ck["ack_delay"] = delay
+    return delay
