@@ -43,18 +43,26 @@ class InFlightAck:
 class AckPipe:
     """The acknowledgements sent and not yet delivered, in the order they fall due (ties: sent first)."""
 
-    __slots__ = ("delay", "_rng", "_in_flight")
+    __slots__ = ("delay", "_rng", "_in_flight", "_slowest")
 
     def __init__(self, delay: int, seed: int):
         self.delay = delay
         # Its own generator, so that delays never shift the scheduler's draws.
         self._rng = random.Random(f"ack-delay:{seed}")
         self._in_flight: list[InFlightAck] = []
+        self._slowest: dict[int, int] = {}  # checkpoint -> the longest asynchronous part any of its tasks takes
 
     def send(self, sender: Task, snap: TaskSnapshot, step: int) -> None:
+        # How long an asynchronous part takes depends mostly on the checkpoint (how much state it
+        # uploads, the storage's load then): each checkpoint draws its slowest in [1, delay] and each
+        # task's ack a delay up to that. Per ack alone, the slowest of many tasks' acks was close to
+        # ``delay`` for every checkpoint, and a newer one almost never completed first.
+        slowest = self._slowest.get(snap.cp)
+        if slowest is None:
+            slowest = self._slowest[snap.cp] = self._rng.randint(1, self.delay)
         # At least one step: an ack sent during a step's timers would otherwise fall due at a step
         # whose acks were already delivered, and wait behind the next timer (an expiry, say).
-        due = step + self._rng.randint(1, self.delay)
+        due = step + self._rng.randint(1, slowest)
         ack = InFlightAck(snap, sender, step, due)
         at = len(self._in_flight)
         while at > 0 and self._in_flight[at - 1].due_step > due:
