@@ -68,8 +68,8 @@ def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> in
     """Draw ``checkpoint.ack_delay`` into ``scenario``; return it (0: none drawn).
 
     Where the order of completions matters (concurrent checkpoints, or savepoints beside checkpoints)
-    one scenario in two delays its acknowledgements, so that a newer checkpoint completes while an
-    older one is pending (``reference.checkpointing.acks``); ``forced`` (the feature asked for by a
+    most scenarios delay their acknowledgements, so that a newer checkpoint completes while an older
+    one is pending (``reference.checkpointing.acks``); ``forced`` (the feature asked for by a
     guided campaign) draws it in any streaming scenario. Drawn after everything else, so the rest of
     the scenario is the one the same draws give without it. The delay stays within a quarter of the
     checkpoint timeout, so that expiry scenarios still complete checkpoints; below that it is drawn
@@ -77,10 +77,13 @@ def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> in
     which alignment makes hundreds of steps.
     """
     ck = scenario["checkpoint"]
-    matters = ck.get("max_concurrent", 1) > 1 or bool(scenario.get("savepoints"))
-    if not forced and not (matters and chance(d, 2)):
+    concurrent = ck.get("max_concurrent", 1) > 1
+    # Three in four with concurrent checkpoints (two checkpoints pending is what lets one complete
+    # before an older one), one in two beside savepoints; the draws shrink to no delay.
+    drawn = d.integer(0, 3) > 0 if concurrent else bool(scenario.get("savepoints")) and chance(d, 2)
+    if not (forced or drawn):
         return 0
     high = max(1, ck.get("checkpoint_timeout", 1_000_000) // 4)
-    delay = d.integer(1, high)
+    delay = high - d.integer(0, high - 1)  # shrinks to the longest: the one that crosses most
     ck["ack_delay"] = delay
     return delay

@@ -337,8 +337,9 @@ class FsCheckpointStorage:
         self._prune(h.path)
 
     def _collect_garbage(self) -> None:
-        # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
-        # so the lowest retained id never passes a file that a pending checkpoint registered.
+        # Pending checkpoints are all newer than the latest completed one (older ones were subsumed,
+        # however their acks crossed; an older savepoint may still be pending, but a savepoint
+        # registers nothing), so the lowest retained id never passes a file a pending one registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
         for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
             self._transition("shared-delete")
