@@ -83,7 +83,7 @@ def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> in
     drawn = d.integer(0, 3) > 0 if concurrent else bool(scenario.get("savepoints")) and chance(d, 2)
     if not (forced or drawn):
         return 0
-    high = max(1, ck.get("checkpoint_timeout", 1_000_000) // 4)
+    high: int = max(1, ck.get("checkpoint_timeout", 1_000_000) // 4)
     delay = high - d.integer(0, high - 1)  # shrinks to the longest: the one that crosses most
     ck["ack_delay"] = delay
     return delay
