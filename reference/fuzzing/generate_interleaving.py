@@ -79,8 +79,10 @@ def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> in
     ck = scenario["checkpoint"]
     concurrent = ck.get("max_concurrent", 1) > 1
     # Three in four with concurrent checkpoints (two checkpoints pending is what lets one complete
-    # before an older one), one in two beside savepoints; the draws shrink to no delay.
-    drawn = d.integer(0, 3) > 0 if concurrent else bool(scenario.get("savepoints")) and chance(d, 2)
+    # before an older one); one in four beside savepoints with one checkpoint at a time, where only a
+    # savepoint and the checkpoint pending at its trigger can cross (a pending savepoint holds the next
+    # trigger back), so that most of those scenarios stay as they were. The draws shrink to no delay.
+    drawn = d.integer(0, 3) > 0 if concurrent else bool(scenario.get("savepoints")) and chance(d, 4)
     if not (forced or drawn):
         return 0
     high: int = max(1, ck.get("checkpoint_timeout", 1_000_000) // 4)
