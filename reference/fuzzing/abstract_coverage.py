@@ -16,8 +16,8 @@ states such bugs live in, per channel and per checkpoint:
 * ``restore`` (partitioner, side): the edge partitioner and side (input: the receiver's channel
   state, output: the sender's) of channel state a restore installed, kept or rescaled;
 * ``order`` (what, ""): completions out of id order, which only crossing acknowledgements
-  (``checkpoint.ack_delay``) produce: a newer checkpoint completing first, a savepoint completing
-  after a newer checkpoint, an acknowledgement arriving after its checkpoint ended;
+  (``checkpoint.ack_delay``) produce: a newer checkpoint completing first, an acknowledgement
+  arriving after its checkpoint ended;
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -60,7 +60,6 @@ STALE = {
 }
 ORDER = {
     "newer-first": "a checkpoint completing while an older one is pending (acks crossed; the older one is subsumed)",
-    "savepoint-late": "a savepoint completing after a newer checkpoint completed (kept, never the restore point)",
     "ack-late": "an acknowledgement reaching the coordinator after its checkpoint ended (dropped)",
 }
 SIDES = ("input", "output")
@@ -249,8 +248,6 @@ class AbstractObserver:
         def completed(e: CheckpointCompleted) -> None:
             if any(cp < e.done.cp for cp in engine.coordinator.pending):
                 hits["order", "newer-first", ""] += 1  # an older savepoint still pending
-            if e.done.kind == "savepoint" and e.done.cp < engine.coordinator.latest_completed_id():
-                hits["order", "savepoint-late", ""] += 1
 
         def aborted(e: CheckpointAborted) -> None:
             if e.cause == "CHECKPOINT_SUBSUMED":
