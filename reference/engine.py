@@ -310,6 +310,7 @@ class Engine:
                 self.fail(f.target, failure_index=i)
                 return
         c.expire(self.step)
+        self.checkpoints.deliver_acks()  # acknowledgements whose asynchronous part ends now (ack_delay)
         if self.job_failover is not None:  # CheckpointFailureManager failed the job: a global failover
             self.checkpoint_failovers.append(self.step)
             if c.failure_manager.job_failed_over():
@@ -344,6 +345,7 @@ class Engine:
         if self.scenario.checkpoint.timeout is not None:
             candidates += [p.trigger_step + self.scenario.checkpoint.timeout + 1 for p in self.coordinator.pending.values() if not p.timeout_fired]
         candidates += [p.trigger_step + self.scenario.checkpoint.checkpoint_timeout + 1 for p in self.coordinator.pending.values()]
+        candidates += self.checkpoints.ack_timers()
         future = [c for c in candidates if c is not None and c > self.step]
         return min(future) if future else None
 

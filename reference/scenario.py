@@ -45,6 +45,10 @@ class CheckpointConfig:
     # execution.checkpointing.tolerable-failed-checkpoints: consecutive counted failures (expiries,
     # declines) tolerated before the job fails over (reference/failure_manager.py)
     tolerable_failed: int = 0
+    # Steps the asynchronous part of a task's snapshot may take before its acknowledgement reaches the
+    # coordinator: each one is delayed by a draw in [1, ack_delay] from the run's seed, so acks of
+    # different checkpoints cross (reference/checkpointing/acks.py). 0: acknowledged at once.
+    ack_delay: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +114,7 @@ CHECKPOINT = Section.of("checkpoint", CheckpointConfig, {
     "timeout": Field(int, low=0, nullable=True, says="a number of steps >= 0 or null"),
     "incremental": Field(bool),
     "tolerable_failed": Field(int, low=0),
+    "ack_delay": Field(int, low=0, says="a number of steps >= 0 (0 acknowledges every snapshot at once)"),
 })
 SCHEDULE = Section.of("schedule", Schedule, {
     "policy": Field(str, choices=POLICIES),
@@ -169,6 +174,10 @@ class Scenario:
         if checkpoint.mode in (CheckpointMode.UNALIGNED, CheckpointMode.ALIGNED_TIMEOUT) and checkpoint.max_concurrent > 1:
             # CheckpointCoordinatorConfiguration: "maxConcurrentCheckpoints can't be > 1 if UnalignedCheckpoints enabled".
             raise ScenarioError(f"{where}: checkpoint.max_concurrent must be 1 with unaligned checkpoints (Flink allows one in flight).")
+        if checkpoint.ack_delay >= checkpoint.checkpoint_timeout:
+            raise ScenarioError(f"{where}: checkpoint.ack_delay {checkpoint.ack_delay} must be below checkpoint."
+                                f"checkpoint_timeout {checkpoint.checkpoint_timeout}, or a checkpoint may expire "
+                                "before any acknowledgement arrives; lower ack_delay or raise the timeout.")
         network = NetworkConfig.from_json(data.get("network") or None, where)
         sched = SCHEDULE.read(data.get("schedule") or None, where)
         choices = sched.pop("choices", []) or []
@@ -215,7 +224,8 @@ class Scenario:
             "checkpoint": {"mode": ck.mode, "interval": ck.interval, "timeout": ck.timeout,
                            "max_concurrent": ck.max_concurrent, "retained": ck.retained,
                            "incremental": ck.incremental, "checkpoint_timeout": ck.checkpoint_timeout,
-                           "tolerable_failed": ck.tolerable_failed},
+                           "tolerable_failed": ck.tolerable_failed,
+                           **({"ack_delay": ck.ack_delay} if ck.ack_delay else {})},
             "network": {"buffer_bytes": self.network.buffer_bytes, "record_bytes": self.network.record_bytes,
                         "exclusive": self.network.exclusive, "floating": self.network.floating,
                         "output_pool": self.network.output_pool},

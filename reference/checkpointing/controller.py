@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Protocol
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
+from cutcheck.reference.checkpointing.acks import AckOutcome, AckPipe
 from cutcheck.reference.checkpointing.barriers import (
     HandlerState,
     WaitingForFirstBarrier,
@@ -20,6 +21,7 @@ from cutcheck.reference.checkpointing.barriers import (
 )
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
 from cutcheck.reference.events.stream import (
+    AcknowledgementArrived,
     AlignmentStarted,
     BarrierReceived,
     CheckpointAborted,
@@ -53,10 +55,11 @@ class ControllerRun(TaskRun, Protocol):
 class CheckpointController:
     """Triggers, snapshots, acknowledgements, completions and aborts, as the run's tasks see them."""
 
-    __slots__ = ("run",)
+    __slots__ = ("run", "acks")
 
     def __init__(self, run: ControllerRun) -> None:
         self.run = run
+        self.acks = AckPipe(run.scenario.checkpoint.ack_delay, run.scenario.seed)  # acks in flight (ack_delay > 0)
 
     # ------------------------------------------------------------------ task side
     def new_barrier_handler(self) -> HandlerState:
@@ -72,7 +75,26 @@ class CheckpointController:
         if snap.acked or not snap.input_done or snap.outputs_pending > 0:
             return
         snap.acked = True
-        self.run.coordinator.acknowledge(snap)
+        if self.acks.delay:
+            self.acks.send(t, snap, self.run.step)  # the asynchronous part runs; the ack arrives later
+        else:
+            self.run.coordinator.acknowledge(snap)
+
+    def deliver_acks(self) -> None:
+        """The acknowledgements whose asynchronous part ends now reach the coordinator, in the order
+        they fall due: a late one (its checkpoint aborted, expired or subsumed meanwhile) or one from an
+        execution a failover replaced is dropped, as ``receiveAcknowledgeMessage`` discards it."""
+        run = self.run
+        for ack in self.acks.take_due(run.step):
+            outcome = run.coordinator.outcome_of(ack.snap, ack.sender)
+            run.event("ack", f"checkpoint {ack.snap.cp} from {ack.snap.sid} (sent at step {ack.sent_step}): {outcome}")
+            if run.bus.wants(AcknowledgementArrived):
+                run.bus.publish(AcknowledgementArrived(ack.snap.cp, ack.snap.sid, ack.sent_step, run.step, outcome))
+            if outcome is AckOutcome.ACCEPTED:
+                run.coordinator.acknowledge(ack.snap)
+
+    def ack_timers(self) -> list[int]:
+        return self.acks.timers()
 
     def handler_dispatched(self, state: str, event: str) -> None:
         bus = self.run.bus
@@ -158,8 +180,10 @@ class CheckpointController:
         run = self.run
         run.event("complete", f"checkpoint {done.cp}")
         run.bus.publish(CheckpointCompleted(done, tuple(subsumed), run.step))
+        pending = run.coordinator.pending
         for t in run.tasks.values():
-            for cp in [c for c in t.snapshots if c <= done.cp]:
+            # A savepoint older than ``done`` may still be pending (acks cross): its snapshots stay.
+            for cp in [c for c in t.snapshots if c <= done.cp and c not in pending]:
                 del t.snapshots[cp]
             if done.kind != CheckpointKind.SAVEPOINT:  # a savepoint notifies no task: sinks commit nothing on it
                 run.notifications.append((t, done.cp))

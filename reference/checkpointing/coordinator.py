@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.kinds import BarrierOption, CheckpointKind, CheckpointMode
+from cutcheck.reference.checkpointing.acks import AckOutcome
 from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
 from cutcheck.reference.core.doors import RunContext
 from cutcheck.reference.core.seams import seam
@@ -41,6 +42,15 @@ def tasks_to_wait_for(tasks: Iterable[Task]) -> set[SubtaskId]:
     """A checkpoint waits for an acknowledgement of every subtask of the job, running or finished
     (a finished one acknowledges its final snapshot, FLIP-147; ``CheckpointPlan.tasksToWaitFor``)."""
     return {t.sid for t in tasks}
+
+
+@seam
+def completion_subsumes_pending(kind: str) -> bool:
+    """A completed checkpoint subsumes the older pending checkpoints (never a pending savepoint,
+    ``PendingCheckpoint.canBeSubsumed``); a completed savepoint subsumes nothing
+    (``CheckpointCoordinator.cleanupAfterCompletedCheckpoint``). So no checkpoint ever completes after
+    a newer one, however its acknowledgements cross (facts §4.9)."""
+    return kind != CheckpointKind.SAVEPOINT
 
 
 @dataclass(slots=True)
@@ -178,6 +188,16 @@ class Coordinator:
             p.alignment_steps += steps
             p.aligned_records += records
 
+    def outcome_of(self, snap: TaskSnapshot, sender: Task) -> AckOutcome:
+        """What an acknowledgement arriving now meets (``receiveAcknowledgeMessage``): its checkpoint is
+        no longer pending, or a failover replaced its sender (the execution attempt is unknown to the
+        pending checkpoint), or it is taken."""
+        if snap.cp not in self.pending:
+            return AckOutcome.LATE
+        if self.engine.tasks.get(snap.sid) is not sender:
+            return AckOutcome.WRONG_ATTEMPT
+        return AckOutcome.ACCEPTED
+
     def acknowledge(self, snap: TaskSnapshot) -> None:
         p = self.pending.get(snap.cp)
         if p is None:
@@ -215,7 +235,7 @@ class Coordinator:
 
     def _complete(self, p: PendingCheckpoint) -> None:
         del self.pending[p.cp]
-        if p.kind != CheckpointKind.SAVEPOINT:
+        if self.engine.rules[completion_subsumes_pending](p.kind):
             # A completed checkpoint subsumes older pending checkpoints, never a pending savepoint
             # (PendingCheckpoint.canBeSubsumed is false for savepoints); a completed savepoint subsumes
             # nothing (CheckpointCoordinator.cleanupAfterCompletedCheckpoint).

@@ -1,4 +1,5 @@
-"""The on-disk storage's invariants beyond REF: SAVEPOINT_KEPT and NO_ORPHANS.
+"""The on-disk storage's invariants beyond REF: SAVEPOINT_KEPT and NO_ORPHANS; and, for either storage,
+RETAINED and RESTORE_POINT (``RetentionWatch``).
 
 REF (reference.storage.fs: ``_check_ref``) asks that no file a *retained* checkpoint references is
 deleted. Two promises reach further than the retained window:
@@ -30,6 +31,7 @@ from cutcheck.model.kinds import CheckpointKind
 from cutcheck.reference.storage.files import METADATA, SAVEPOINT_PREFIX
 from cutcheck.reference.storage.fs import FsCheckpointStorage
 from cutcheck.reference.storage.inspection import entropy_roots
+from cutcheck.reference.storage.memory import latest_index
 from cutcheck.reference.storage.retention import expected_retention
 
 if TYPE_CHECKING:
@@ -141,3 +143,17 @@ class RetentionWatch:
         if held != expected:
             raise InvariantViolation("RETAINED", f"after {done.kind} {done.cp} completed the store holds {held}, "
                                                  f"but with {self.retained} retained it must hold {expected}")
+        self.check_restore_point(done)
+
+    def check_restore_point(self, done: Any) -> None:
+        """RESTORE_POINT: what a failover restores is never older than a checkpoint that completed before
+        it. Acks may cross, but a completed checkpoint subsumes the older pending ones, so checkpoints
+        complete in id order and the store's latest (the last added) is the newest; a restore from an
+        older one would roll back what the newer one's notifications committed (FLINK-6284's class)."""
+        newest = max((cp for cp, kind in self.history if kind != CheckpointKind.SAVEPOINT), default=0)
+        entries = self.storage.retained()
+        i = latest_index(entries)
+        if i is not None and entries[i][0] < newest:
+            raise InvariantViolation("RESTORE_POINT", f"after {done.kind} {done.cp} completed the store's latest is "
+                                                      f"{entries[i][1]} {entries[i][0]}, older than checkpoint {newest}, "
+                                                      "which completed before it: a failover would restore the older one")

@@ -24,6 +24,7 @@ from cutcheck.reference.events.stream import (
     EventBus,
     Recovering,
 )
+from cutcheck.reference.storage.memory import latest_index
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.coverage import Coverage
@@ -114,6 +115,14 @@ class TraceRecorder:
         """("complete", cp, observation): what the engine persisted for this channel, in protocol numbers."""
         done = e.done
         graph = self.engine.graph
+        entries = self.engine.storage.retained()
+        i = latest_index(entries)
+        if i is None or entries[i][0] != done.cp:
+            # A savepoint that completed after a newer checkpoint (acks crossed) is kept but never the
+            # restore point (storage.memory.latest_index); the protocol's CheckpointCompletes makes a
+            # slot the restore point, so for the channels the savepoint ends as an abort does.
+            self.on_abort(CheckpointAborted(done.cp, done.kind, "completed after a newer checkpoint", "", e.step))
+            return
         for key, trace in self.traces.items():
             if done.cp not in trace.started:
                 continue

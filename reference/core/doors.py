@@ -45,6 +45,8 @@ class CheckpointSection(Protocol):
     def checkpoint_timeout(self) -> int: ...
     @property
     def tolerable_failed(self) -> int: ...
+    @property
+    def ack_delay(self) -> int: ...
 
 
 class ScheduleSection(Protocol):
@@ -133,7 +135,17 @@ class RunContext(Protocol):
     def event(self, kind: str, detail: str = "") -> None: ...
 
 
+class RetainedView(Protocol):
+    """The checkpoint store as the trace recorder reads it: ids and kinds, in the order added."""
+
+    def retained(self) -> list[tuple[int, str]]: ...
+
+
 class TraceRun(RunContext, Protocol):
-    """The trace recorder (checks.tracing): which edges may carry unaligned barriers."""
+    """The trace recorder (checks.tracing): which edges may carry unaligned barriers, and which
+    completed checkpoint the store would restore."""
 
     edge_unaligned: dict[int, bool]
+
+    @property
+    def storage(self) -> RetainedView: ...

@@ -57,6 +57,7 @@ class Layer(StrEnum):
     """Where in Flink the bug a fault re-creates lived."""
 
     BARRIERS = "barriers"
+    COORDINATOR = "coordinator"
     RECOVERY = "recovery"
     RESCALE = "rescale"
     KEYGROUPS = "keygroups"

@@ -122,6 +122,20 @@ class CheckpointAborted:
 
 # ------------------------------------------------------------------------------ failures
 @dataclass(frozen=True, slots=True)
+class AcknowledgementArrived:
+    """A task's acknowledgement of checkpoint ``cp``, sent at ``sent_step`` when its snapshot's
+    asynchronous part ended, reached the coordinator (``checkpoint.ack_delay`` > 0 only); ``outcome``
+    is ``accepted``, ``late`` (the checkpoint is no longer pending: aborted, expired or subsumed) or
+    ``wrong_attempt`` (a failover replaced the sending task), as ``PendingCheckpoint.acknowledgeTask``."""
+
+    cp: int
+    sid: SubtaskId
+    sent_step: int
+    step: int
+    outcome: str
+
+
+@dataclass(frozen=True, slots=True)
 class FailureHappened:
     """A failure is about to be recovered from (published before anything changes): what failed,
     whether a checkpoint is there to restore and whether recovered data was still being replayed."""

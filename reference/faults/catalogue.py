@@ -14,6 +14,7 @@ from cutcheck.reference.core.seams import AnyFault, Rules
 from cutcheck.reference.faults import (
     barriers,
     batch,
+    coordinator,
     keygroups,
     recovery,
     rescale,
@@ -25,6 +26,7 @@ from cutcheck.reference.faults import (
 FAULTS: tuple[AnyFault, ...] = (
     *barriers.FAULTS,
     *batch.FAULTS,
+    *coordinator.FAULTS,
     *keygroups.FAULTS,
     *recovery.FAULTS,
     *rescale.FAULTS,

@@ -15,6 +15,9 @@ states such bugs live in, per channel and per checkpoint:
   the FLINK-21104 interleaving);
 * ``restore`` (partitioner, side): the edge partitioner and side (input: the receiver's channel
   state, output: the sender's) of channel state a restore installed, kept or rescaled;
+* ``order`` (what, ""): completions out of id order, which only crossing acknowledgements
+  (``checkpoint.ack_delay``) produce: a newer checkpoint completing first, an acknowledgement
+  arriving after its checkpoint ended;
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -32,7 +35,12 @@ from itertools import combinations
 from typing import Any
 
 from cutcheck.model.partitioning import PARTITIONERS
-from cutcheck.reference.events.stream import StepTaken
+from cutcheck.reference.events.stream import (
+    AcknowledgementArrived,
+    CheckpointAborted,
+    CheckpointCompleted,
+    StepTaken,
+)
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
@@ -50,6 +58,10 @@ STALE = {
     "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
                        "newer checkpoint (the records FLINK-21104 lost)"),
 }
+ORDER = {
+    "newer-first": "a checkpoint completing while an older one is pending (acks crossed; the older one is subsumed)",
+    "ack-late": "an acknowledgement reaching the coordinator after its checkpoint ended (dropped)",
+}
 SIDES = ("input", "output")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 MISSED_SHOWN = 40  # unreached cells named in the output; past that the pairs are only counted
@@ -57,7 +69,8 @@ BATCH_ONLY = frozenset({Feature.BLOCKING})
 # Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
 CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT, Feature.EXPIRY,
                            Feature.FINITE_TOLERANCE, Feature.RETAINED, Feature.SAVEPOINT, Feature.STORAGE,
-                           Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.CLAIM, Feature.RESUBMIT})
+                           Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.CLAIM, Feature.RESUBMIT,
+                           Feature.ACK_DELAY})
 
 
 def _count(n: int) -> str:
@@ -127,6 +140,8 @@ def _universe() -> dict[Cell, str | None]:
             cells["overtake", kind, n] = None
     for where in STALE:
         cells["stale", where, ""] = None
+    for what in ORDER:
+        cells["order", what, ""] = None
     for partitioner in PARTITIONERS:
         for side in SIDES:
             cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
@@ -150,6 +165,8 @@ def cell_name(cell: Cell) -> str:
         return f"{what} barrier vs {how} buffers"
     if family == "stale":
         return f"stale barrier {what}"
+    if family == "order":
+        return f"completion order {what}"
     if family == "restore":
         return f"restore {how} state on {what}"
     return f"pair {what} + {how}"
@@ -226,6 +243,23 @@ class AbstractObserver:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
         attaches it to both jobs' engines)."""
         engine.bus.subscribe(StepTaken, lambda _: self.observe(engine))
+        hits = self.coverage.hits
+
+        def completed(e: CheckpointCompleted) -> None:
+            if any(cp < e.done.cp for cp in engine.coordinator.pending):
+                hits["order", "newer-first", ""] += 1  # an older savepoint still pending
+
+        def aborted(e: CheckpointAborted) -> None:
+            if e.cause == "CHECKPOINT_SUBSUMED":
+                hits["order", "newer-first", ""] += 1
+
+        def arrived(e: AcknowledgementArrived) -> None:
+            if e.outcome == "late":
+                hits["order", "ack-late", ""] += 1
+
+        engine.bus.subscribe(CheckpointCompleted, completed)
+        engine.bus.subscribe(CheckpointAborted, aborted)
+        engine.bus.subscribe(AcknowledgementArrived, arrived)
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits

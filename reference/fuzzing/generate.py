@@ -26,7 +26,7 @@ from cutcheck.reference.fuzzing.generate_graph import (
     graph_dict,
     rescalable,
 )
-from cutcheck.reference.fuzzing.generate_interleaving import interleaving
+from cutcheck.reference.fuzzing.generate_interleaving import acknowledgement_delay, interleaving
 from cutcheck.reference.fuzzing.generate_resubmit import resubmit_section
 from cutcheck.reference.fuzzing.swarm import (
     UNLIMITED_TOLERABLE_FAILURES,
@@ -160,8 +160,10 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
             out["resubmit"] = resubmit_section(d, savepoints=bool(savepoints))
     if interleave and not is_batch:
         tolerant = interleaving(d, out, work, channels, always_held=held_barriers) or tolerant
+    ack_delay = 0 if is_batch else acknowledgement_delay(d, out, Feature.ACK_DELAY in mask)
     clean = _work(graph, network, schedule, debloat, per_action=schedule.get("records_per_action"))
     out["max_steps"] = step_budget(clean, failures, ck, tolerant, barrier_trip=0 if is_batch else subtasks + channels)
+    out["max_steps"] += 4 * ack_delay * (1 + len(failures))  # each restart's final checkpoint waits for its acks
     return out
 
 

@@ -13,6 +13,9 @@ while staying inside what Flink allows (any network delay, any thread scheduling
   take a newer checkpoint only after records crossed behind an older one's stale barrier;
 * a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
   barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
+
+``acknowledgement_delay`` draws the other kind of crossing: acknowledgements of different checkpoints
+reaching the coordinator out of order (``checkpoint.ack_delay``).
 """
 
 from __future__ import annotations
@@ -59,3 +62,30 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *,
     # Expiries here are the point, not a failure of the job: Flink users with such timeouts tolerate them.
     ck["tolerable_failed"] = UNLIMITED_TOLERABLE_FAILURES
     return True
+
+
+def acknowledgement_delay(d: Draw, scenario: dict[str, Any], forced: bool) -> int:
+    """Draw ``checkpoint.ack_delay`` into ``scenario``; return it (0: none drawn).
+
+    Where the order of completions matters (concurrent checkpoints, or savepoints beside checkpoints)
+    most scenarios delay their acknowledgements, so that a newer checkpoint completes while an older
+    one is pending (``reference.checkpointing.acks``); ``forced`` (the feature asked for by a
+    guided campaign) draws it in any streaming scenario. Drawn after everything else, so the rest of
+    the scenario is the one the same draws give without it. The delay stays within a quarter of the
+    checkpoint timeout, so that expiry scenarios still complete checkpoints; below that it is drawn
+    freely, as acks cross only when a checkpoint's slowest one outlasts the time between completions,
+    which alignment makes hundreds of steps.
+    """
+    ck = scenario["checkpoint"]
+    concurrent = ck.get("max_concurrent", 1) > 1
+    # Three in four with concurrent checkpoints (two checkpoints pending is what lets one complete
+    # before an older one); one in four beside savepoints with one checkpoint at a time, where only a
+    # savepoint and the checkpoint pending at its trigger can cross (a pending savepoint holds the next
+    # trigger back), so that most of those scenarios stay as they were. The draws shrink to no delay.
+    drawn = d.integer(0, 3) > 0 if concurrent else bool(scenario.get("savepoints")) and chance(d, 4)
+    if not (forced or drawn):
+        return 0
+    high: int = max(1, ck.get("checkpoint_timeout", 1_000_000) // 4)
+    delay = high - d.integer(0, high - 1)  # shrinks to the longest: the one that crosses most
+    ck["ack_delay"] = delay
+    return delay

@@ -31,7 +31,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
-from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
+from cutcheck.reference.fuzzing.swarm import LATE, MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario, verdict_of_seed
 
 MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
@@ -198,7 +198,7 @@ def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage) -> dict[str
     return force(gen, least_reached_pair(rng, reached, gen))
 
 
-_MASKABLE = {f.value: f for f in MASKABLE}
+_MASKABLE = {f.value: f for f in (*MASKABLE, *LATE)}  # LATE: drawn last, forced all the same
 # What a feature needs on beside it to show in a scenario at all (generate, generate_faults): forcing
 # a pair forces these too, else the pair would be asked for and never reached.
 NEEDS: dict[Feature, tuple[Feature, ...]] = {

@@ -90,6 +90,7 @@ class Feature(Enum):
     RECORDS_PER_ACTION = "records_per_action"
     DEBLOAT = "debloat"
     OUTPUT_POOL = "output_pool"
+    ACK_DELAY = "ack_delay"  # drawn last (LATE): acknowledgements reach the coordinator out of order
     # failures and recovery
     FAILURE = "failure"
     NONZERO_SUBTASK = "failure_not_subtask_0"  # reported
@@ -104,7 +105,10 @@ class Feature(Enum):
 
 REPORTED = frozenset({Feature.HASH, Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.NONZERO_SUBTASK,
                       Feature.AFTER_CHECKPOINT, Feature.RESCALE_SEVERAL})
-MASKABLE = tuple(f for f in Feature if f not in REPORTED)
+# Drawn after the rest of a scenario (and only where it matters), never by the mask: a mask draw per
+# new feature would change every seed's scenario. Forced on (``on``), it is drawn in any streaming job.
+LATE = frozenset({Feature.ACK_DELAY})
+MASKABLE = tuple(f for f in Feature if f not in REPORTED and f not in LATE)
 # One in four rather than one in two: a batch job takes no checkpoints, so every checkpointing
 # feature of its mask is wasted.
 ONE_IN = {Feature.BLOCKING: 4}
@@ -176,6 +180,8 @@ def features_of(scenario: Mapping[str, Any]) -> set[Feature]:
                 out.add(Feature.CLAIM)
         if scenario.get("resubmit") is not None:
             out.add(Feature.RESUBMIT)
+        if ck.get("ack_delay"):
+            out.add(Feature.ACK_DELAY)
     sched = scenario.get("schedule") or {}
     if sched.get("policy") == "backpressure" and sched.get("slow"):
         out.add(Feature.BACKPRESSURE)

@@ -59,7 +59,7 @@ from cutcheck.reference.storage.files import (
     remove_marker,
     sha256,
 )
-from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver
+from cutcheck.reference.storage.memory import CompletedCheckpoint, StorageObserver, latest_index
 from cutcheck.reference.storage.meta import (
     MissingStateFile,
     load_checkpoint,
@@ -208,9 +208,10 @@ class FsCheckpointStorage:
         self._check_ref(f"after checkpoint {cp} was aborted")
 
     def latest(self) -> CompletedCheckpoint | None:
-        if not self.held:
+        i = latest_index([(h.cp, h.kind) for h in self.held])
+        if i is None:
             return None
-        h = self.held[-1]
+        h = self.held[i]
         try:
             return load_checkpoint(h.path)
         except MissingStateFile as exc:
@@ -336,8 +337,9 @@ class FsCheckpointStorage:
         self._prune(h.path)
 
     def _collect_garbage(self) -> None:
-        # Pending checkpoints are all newer than the latest completed one (older ones were aborted),
-        # so the lowest retained id never passes a file that a pending checkpoint registered.
+        # Pending checkpoints are all newer than the latest completed one (older ones were subsumed,
+        # however their acks crossed; an older savepoint may still be pending, but a savepoint
+        # registers nothing), so the lowest retained id never passes a file a pending one registered.
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
         for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
             self._transition("shared-delete")

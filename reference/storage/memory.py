@@ -6,6 +6,7 @@ registry) implements the same interface; the engine does not know which one it t
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -24,6 +25,23 @@ class CompletedCheckpoint:
     tasks: dict[SubtaskId, TaskSnapshot] = field(default_factory=dict)
     trigger_step: int = 0
     end_step: int = 0
+
+
+def latest_index(entries: Sequence[tuple[int, str]]) -> int | None:
+    """Which of a store's entries (ids and kinds, in the order they were added) is its latest: the last
+    added, as ``CompletedCheckpointStore.getLatestCheckpoint``, never by id, except a savepoint added
+    after a checkpoint with a larger id (it completed late, its acks crossed the checkpoint's). Flink
+    1.15+ keeps no savepoint in the store at all; this store keeps them for their retention, and a late
+    one restored would roll back what the newer checkpoint's notifications committed (facts §4.9, §13)."""
+    latest: int | None = None
+    newest_checkpoint = 0
+    for i, (cp, kind) in enumerate(entries):
+        if kind != "savepoint":
+            newest_checkpoint = max(newest_checkpoint, cp)
+            latest = i
+        elif cp > newest_checkpoint:
+            latest = i
+    return latest
 
 
 class StorageObserver(Protocol):
@@ -45,7 +63,7 @@ class CheckpointStorage(Protocol):
         """Forget a pending checkpoint's state."""
 
     def latest(self) -> CompletedCheckpoint | None:
-        """The newest completed checkpoint or savepoint to restore from."""
+        """The completed checkpoint or savepoint to restore from: the last added (``latest_index``)."""
 
     def retained_ids(self) -> list[int]:
         ...
@@ -75,7 +93,8 @@ class InMemoryStorage:
         self._pending.pop(cp, None)
 
     def latest(self) -> CompletedCheckpoint | None:
-        return self._completed[-1] if self._completed else None
+        i = latest_index([(c.cp, c.kind) for c in self._completed])
+        return None if i is None else self._completed[i]
 
     def retained_ids(self) -> list[int]:
         return [c.cp for c in self._completed]
