@@ -24,7 +24,24 @@ from cutcheck.reference.fuzzing.swarm import UNLIMITED_TOLERABLE_FAILURES, Draw,
 # Steps per channel a checkpoint timeout keeps at least (generate.BACK_TO_BACK's lower end, which
 # this module cannot import: generate imports it).
 STEPS_PER_CHANNEL = 2
+# The expiry-unaligned focus's jobs (``always_held``) carry this many times the records drawn: a
+# 40-record job finished after about five checkpoint cycles, so few expired checkpoints were followed
+# by a newer one while records still flowed. Over its seeds 7000-7199 with the fault on,
+# obsolete-barrier-ends-persisting was found in 35 at 6 (0.38 s a seed) against 8 at 1 (0.16 s).
+FOCUS_RECORDS = 6
 MAX_DEPTH = 3  # PCT's bugs of depth d need d - 1 change points; the ones we hunt need one or two
+
+
+def trip(graph: dict[str, Any], channels: int) -> int:
+    """The fewest steps a checkpoint takes with nothing held: a trigger per source subtask, then each
+    channel's barrier sent and taken, an action each; and at the end of input, when every subtask is
+    triggered on its own, two actions per subtask (``generate.final_checkpoint_room``, which this
+    module cannot import). A timeout below it expires every checkpoint whatever the schedule: seed 2092
+    of the expiry-unaligned focus (11 channels, one source: 23 steps against a timeout of 22) never
+    completed one, so its exactly-once sinks never finished."""
+    sources: int = sum(v["parallelism"] for v in graph["vertices"] if v["kind"] == "source")
+    subtasks: int = sum(v["parallelism"] for v in graph["vertices"])
+    return max(sources + STEPS_PER_CHANNEL * channels, 2 * subtasks + 2) + 1
 
 
 def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *, always_held: bool = False) -> bool:
@@ -48,10 +65,14 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *,
     # barriers overtake the stale one's on the fast links and meet it on the slow one. The timeout
     # stays at 3 steps per channel or more (STEPS_PER_CHANNEL): below that the fast links alone took
     # longer than it, no checkpoint completed and the job never finished.
-    low = STEPS_PER_CHANNEL * max(2, channels)
+    low = max(STEPS_PER_CHANNEL * max(2, channels), trip(scenario["graph"], channels))
     timeout = d.integer(low, 3 * low)
     delay = 2 * timeout - d.integer(0, timeout - 1)
     sched["barrier_delay"] = delay
+    if always_held:
+        for v in scenario["graph"]["vertices"]:
+            if "records" in v:  # sources
+                v["records"] *= FOCUS_RECORDS
     ck["checkpoint_timeout"] = timeout
     ck["interval"] = d.integer(max(1, timeout // 2), timeout)
     if ck.get("mode") == "aligned_timeout" and ck.get("timeout") is not None:

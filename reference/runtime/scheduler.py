@@ -160,6 +160,7 @@ SLOW_SHARE = 8  # one barrier in this many is held (``barrier_delay``)
 SLOW_TASK_SHARE = 2  # one task in this many is slow to take checkpoints (``barrier_delay``; 4 found FLINK-21104 a third as often)
 RUSH_SHARE = 2  # of the steps where such actions are enabled, all but one in this many run one of them
 STALE_WAIT = 3  # most ``barrier_delay``s a stale barrier waits for a newer checkpoint to reach its receiver
+STALL_STREAK = 4  # checkpoints ended in a row without one completing, after which nothing is held (``_stalled``)
 NOTIFIER = "completion notifications"  # the thread of the coordinator's notify actions
 
 
@@ -241,7 +242,7 @@ class InterleavingChooser:
         if len(actions) == 1:
             return 0
         idx = list(range(len(actions)))
-        if self.delay:
+        if self.delay and not _stalled(engine):
             free = [i for i in idx if not self._held(engine, actions[i][1], actions[i][2])]
             idx = free or idx  # nothing else can run: the held barrier goes (no deadlock of our making)
             rushed = [i for i in idx if self._rushed(engine, actions[i][1], actions[i][2])]
@@ -314,6 +315,11 @@ class InterleavingChooser:
         not end that persisting)."""
         if engine.step - barrier.trigger_step >= STALE_WAIT * self.delay:
             return False
+        if not _other_inputs(sender.channel):
+            # The receiver can take a newer checkpoint only through this channel, behind this very
+            # barrier: waiting would only make the newer checkpoint expire too (seed 2092 of the
+            # expiry focus: every checkpoint expired in a row).
+            return False
         newer = [c for c in engine.coordinator.pending if c > barrier.cp]
         if not newer:
             return True
@@ -351,6 +357,24 @@ class InterleavingChooser:
         if known is None:
             known = self._slow[id(task)] = (self._rng.randrange(SLOW_TASK_SHARE) == 0, task)
         return known[0]
+
+
+def _stalled(engine: Any) -> bool:
+    """Whether the last ``STALL_STREAK`` checkpoints triggered all ended without completing: then the
+    chooser holds nothing until one completes, so that holds never keep a job from completing
+    checkpoints (and its exactly-once sinks from finishing) for good. An engine without a coordinator
+    (a unit test's stand-in) never stalls."""
+    coordinator = getattr(engine, "coordinator", None)
+    if coordinator is None:
+        return False
+    done = coordinator.completed_ids[-1] if coordinator.completed_ids else 0
+    newer_pending = sum(1 for cp in coordinator.pending if cp > done)
+    return bool(coordinator.next_id - 1 - done - newer_pending >= STALL_STREAK)
+
+
+def _other_inputs(channel: Any) -> bool:
+    """Whether the task ``channel`` feeds has another live input through which a newer barrier can reach it."""
+    return any(ch is not channel and not ch.ended and not ch.eop_arrived for ch in channel.task.channels)
 
 
 def _aborted(engine: Any, cp: int) -> bool:
