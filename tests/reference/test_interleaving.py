@@ -240,12 +240,12 @@ def test_a_slow_task_takes_the_next_checkpoint_only_after_records_crossed_behind
 
 
 def test_slow_tasks_make_the_flink_21104_order_reachable_in_the_expiry_focus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 211 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
+    """Seed 7006 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
     checkpoint reached the receiver's other channels, and records follow it; CUT catches the fault.
     Without slow tasks the same scenario holds with the fault on: no stale barrier meets persisting."""
     from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
     from cutcheck.reference.runtime import scheduler
-    sdict = scenario_from_seed(211, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
+    sdict = scenario_from_seed(7006, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
     assert sdict["schedule"].get("barrier_delay", 0) > sdict["checkpoint"]["checkpoint_timeout"]
     assert run_scenario(sdict).invariant == "CUT"
     assert run_scenario(sdict | {"mutants": []}).ok
@@ -343,17 +343,19 @@ def test_every_expiry_focus_scenario_holds_barriers_and_draws_alike_otherwise() 
     assert unheld > 4  # without it, about one in four
 
 
-@pytest.mark.parametrize("seed", [2092, 5276])
+@pytest.mark.parametrize("seed", [2092, 5276, 10506, 10636])
 def test_expiry_focus_seeds_whose_every_checkpoint_expired_now_complete_and_end(seed: int) -> None:
     """Seed 2092 of the expiry-unaligned focus ran to its step limit on clean code: its timeout (22) was
     below the 23 steps a checkpoint of its 11 channels takes with nothing held, stale priority barriers
     piled up at a receiver and all 870 checkpoints expired. Seed 5276 hung under an earlier fix (no
-    holds after three aborts) for the same reason (timeout 9, trip 12). Both now end well within their
-    budget (3 093 and 535 steps), with checkpoints completed."""
+    holds after three aborts) for the same reason (timeout 9, trip 12). 10506 and 10636 did with the
+    timeout above the trip, triggered at each expiry: the stale barriers piled up faster than they
+    drained (12 730 and 2 909 aborts). All now end well within 20 000 steps (9 906 at most)."""
     from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
     sdict = scenario_from_seed(seed, **FOCI["expiry-unaligned"])
-    assert sdict["checkpoint"]["checkpoint_timeout"] >= trip(sdict["graph"], _channels(sdict))
-    verdict = run_scenario(sdict | {"max_steps": 10_000})
+    timeout, least = sdict["checkpoint"]["checkpoint_timeout"], trip(sdict["graph"], _channels(sdict))
+    assert timeout >= least and sdict["checkpoint"]["interval"] >= timeout + least
+    verdict = run_scenario(sdict | {"max_steps": 20_000})
     assert verdict.ok, verdict.violations[:1]
 
 
