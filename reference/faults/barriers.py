@@ -64,8 +64,9 @@ def _obsolete_barrier_ends_persisting(correct: Callable[[InputChannel, int], Non
     The interleaving it needs (a checkpoint expiring while its barrier is queued at a sender, the next
     one completing while the receiver persists that channel, records crossing behind the stale barrier)
     is what the expiry-unaligned focus's held barriers and slow tasks (``reference.runtime.scheduler``)
-    aim at, and its jobs run long enough for many such cycles: it comes up in about one of six of that
-    focus's seeds, and both campaigns find it within 60 s on 5 of 5 seeds (bench_fuzz.py).
+    aim at, and its jobs run long enough for many such cycles: it comes up in about one of ten of that
+    focus's seeds; within 60 s the seed campaign found it on 5 of 5 seeds, the Hypothesis campaign on 4
+    of 5 (bench_fuzz.py, load 4-6).
     """
     ch.persisting = None
 
