@@ -12,7 +12,8 @@ while staying inside what Flink allows (any network delay, any thread scheduling
 * slow tasks (``scheduler.SLOW_TASK_SHARE``): their barriers wait that long or not at all, and they
   take a newer checkpoint only after records crossed behind an older one's stale barrier;
 * a checkpoint timeout timed against that delay: shorter than it, so a checkpoint expires while its
-  barrier is held, with the next trigger due by then, so the newer checkpoint meets the stale barrier.
+  barrier is held, and the next trigger one to two trips later, while that stale barrier still waits
+  for the newer checkpoint (``scheduler.STALE_WAIT``) and the rest have drained.
 
 ``acknowledgement_delay`` draws the other kind of crossing: acknowledgements of different checkpoints
 reaching the coordinator out of order (``checkpoint.ack_delay``).
@@ -27,7 +28,25 @@ from cutcheck.reference.fuzzing.swarm import UNLIMITED_TOLERABLE_FAILURES, Draw,
 # Steps per channel a checkpoint timeout keeps at least (generate.BACK_TO_BACK's lower end, which
 # this module cannot import: generate imports it).
 STEPS_PER_CHANNEL = 2
+# The expiry-unaligned focus's jobs (``always_held``) carry this many times the records drawn: a
+# 40-record job finished after about five checkpoint cycles, so few expired checkpoints were followed
+# by a newer one while records still flowed. Over its seeds 7000-7199 with the fault on,
+# obsolete-barrier-ends-persisting was found in 20 at 6 (0.14 s a seed, untraced) and 31 at 12 (0.25 s);
+# at 12, seed 11182 (aligned barriers behind a slow sink, timeout 17) expired every checkpoint to its limit.
+FOCUS_RECORDS = 6
 MAX_DEPTH = 3  # PCT's bugs of depth d need d - 1 change points; the ones we hunt need one or two
+
+
+def trip(graph: dict[str, Any], channels: int) -> int:
+    """The fewest steps a checkpoint takes with nothing held: a trigger per source subtask, then each
+    channel's barrier sent and taken, an action each; and at the end of input, when every subtask is
+    triggered on its own, two actions per subtask (``generate.final_checkpoint_room``, which this
+    module cannot import). A timeout below it expires every checkpoint whatever the schedule: seed 2092
+    of the expiry-unaligned focus (11 channels, one source: 23 steps against a timeout of 22) never
+    completed one, so its exactly-once sinks never finished."""
+    sources: int = sum(v["parallelism"] for v in graph["vertices"] if v["kind"] == "source")
+    subtasks: int = sum(v["parallelism"] for v in graph["vertices"])
+    return max(sources + STEPS_PER_CHANNEL * channels, 2 * subtasks + 2) + 1
 
 
 def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *, always_held: bool = False) -> bool:
@@ -47,16 +66,24 @@ def interleaving(d: Draw, scenario: dict[str, Any], work: int, channels: int, *,
     priorities_alone = d.integer(0, 7) >= 6 and not always_held  # drawn either way: the draws stay aligned
     if priorities_alone or ck.get("mode") == "at_least_once":
         return False  # one in four: no held barriers, the priorities alone
-    # Expiry while the barrier is held, the next trigger due before then: the newer checkpoint's
-    # barriers overtake the stale one's on the fast links and meet it on the slow one. The timeout
-    # stays at 3 steps per channel or more (STEPS_PER_CHANNEL): below that the fast links alone took
-    # longer than it, no checkpoint completed and the job never finished.
-    low = STEPS_PER_CHANNEL * max(2, channels)
+    # Expiry while the barrier is held: the newer checkpoint's barriers overtake the stale one's on the
+    # fast links and meet it on the slow one. The timeout stays at a checkpoint's trip or more: below
+    # that no checkpoint completed and the job never finished.
+    low = max(STEPS_PER_CHANNEL * max(2, channels), trip(scenario["graph"], channels))
     timeout = d.integer(low, 3 * low)
     delay = 2 * timeout - d.integer(0, timeout - 1)
     sched["barrier_delay"] = delay
+    if always_held:
+        for v in scenario["graph"]["vertices"]:
+            if "records" in v:  # sources
+                v["records"] *= FOCUS_RECORDS
     ck["checkpoint_timeout"] = timeout
-    ck["interval"] = d.integer(max(1, timeout // 2), timeout)
+    # The next trigger comes one to two trips after an expiry: the expired checkpoint's barriers that are
+    # not held drain meanwhile (as ``generate._expiry`` leaves them), while a held one still waits for
+    # the newer checkpoint. Triggered at the expiry, each checkpoint's barriers cost as many actions as
+    # the steps between triggers, the stale ones piled up at the receivers, and sources starved: seeds
+    # 10506 and 10636 of the focus expired every checkpoint to their step limits (12 730 and 2 909).
+    ck["interval"] = timeout + d.integer(low, 2 * low)
     if ck.get("mode") == "aligned_timeout" and ck.get("timeout") is not None:
         ck["timeout"] = min(ck["timeout"], timeout)
     # Expiries here are the point, not a failure of the job: Flink users with such timeouts tolerate them.

@@ -160,12 +160,12 @@ SLOW_SHARE = 8  # one barrier in this many is held (``barrier_delay``)
 SLOW_TASK_SHARE = 2  # one task in this many is slow to take checkpoints (``barrier_delay``; 4 found FLINK-21104 a third as often)
 RUSH_SHARE = 2  # of the steps where such actions are enabled, all but one in this many run one of them
 STALE_WAIT = 3  # most ``barrier_delay``s a stale barrier waits for a newer checkpoint to reach its receiver
+STALL_STREAK = 4  # checkpoints ended in a row without one completing, after which nothing is held (``_stalled``)
 NOTIFIER = "completion notifications"  # the thread of the coordinator's notify actions
 
 
 def thread_of(arg: Any) -> Any:
-    """The thread an action belongs to: a sender (output subpartition), a task (its channels' actions
-    are its own), or the coordinator's notifier."""
+    """The thread an action belongs to: a sender (output subpartition), a task (its channels' actions), or the notifier."""
     if hasattr(arg, "partition"):  # an OutputSubpartition: its transmits are the network's, not the task's
         return arg
     if isinstance(arg, tuple):
@@ -174,11 +174,10 @@ def thread_of(arg: Any) -> Any:
 
 
 def held_barrier(fn: Any, arg: Any) -> Any:
-    """The barrier this action moves, if it moves one: the barrier (priority or aligned) at the head of
-    a sender's queue, the checkpoint trigger a task without live input (a source) takes next, or the
-    priority barrier a task with pending priority events handles next (the first channel's, as
-    ``Task.handle_priority`` takes them; such a task has no other action). In Flink each of these
-    travels on its own: a network buffer, a trigger RPC, a mailbox event."""
+    """The barrier this action moves, if any: the barrier (priority or aligned) at the head of a sender's
+    queue, the trigger a task without live input (a source) takes next, or the priority barrier a task
+    with pending priority events handles next (the first channel's, as ``Task.handle_priority`` takes
+    them). In Flink each travels on its own: a network buffer, a trigger RPC, a mailbox event."""
     if getattr(fn, "__name__", "") == "_do_direct_checkpoint":  # the engine's action for a trigger
         triggers = arg.direct_triggers
         return triggers[0] if triggers else None
@@ -199,20 +198,19 @@ class InterleavingChooser:
       seen, and the enabled thread of highest priority runs (its own actions by weight); at ``depth``
       change points, drawn among the first ``horizon`` steps, the running thread drops below every
       other. A low-priority sender then keeps its barrier queued while the rest of the job runs on.
-    * ``barrier_delay``: one barrier in ``SLOW_SHARE`` (drawn per sender or task and checkpoint when
-      first seen) waits at the head of its sender's queue, or among its task's priority events, until
-      a latency of up to ``barrier_delay`` steps since its checkpoint's trigger has passed, unless
-      nothing else can run: a checkpoint can then expire while its barrier is still at a sender.
-      One task in ``SLOW_TASK_SHARE`` is slow to take checkpoints: each barrier at its senders waits
-      ``barrier_delay`` or not at all (one in two), and it takes a newer checkpoint only once an
-      older one's barrier has left its senders and a buffer has crossed behind it (FLINK-21104's
-      order, which the weighted chooser reached in about one of 500 seeds).
-    * After an abort: a barrier of the aborted checkpoint still at a sender waits until a newer
-      checkpoint is pending and its receiver has taken it (at most ``STALE_WAIT`` delays), any task
-      with such a barrier at its senders takes the newer checkpoint only after a buffer crossed behind
-      it, and the checkpoint right after an aborted one is never held and moves first (``_rushed``),
-      so that it completes with the stale barrier and the records behind it inside its cut
-      (FLINK-21104's order: found in 2 -> 7 of the 200 expiry-focused seeds this was tuned on, 6 -> 8 of 300 fresh ones).
+    * ``barrier_delay``: one barrier in ``SLOW_SHARE`` (drawn per sender or task and checkpoint) waits
+      at its sender, or among its task's priority events, until a latency of up to ``barrier_delay``
+      steps since its trigger has passed, unless nothing else can run: a checkpoint can then expire
+      while its barrier is still at a sender. One task in ``SLOW_TASK_SHARE`` is slow: each barrier at
+      its senders waits ``barrier_delay`` or not at all, and it takes a newer checkpoint only once an
+      older one's barrier has left its senders and a buffer has crossed behind it.
+    * After an abort: a barrier of the aborted checkpoint at a sender waits until its receiver has
+      taken a newer checkpoint from another input (at most ``STALE_WAIT`` delays), a task with such a
+      barrier at its senders takes the newer checkpoint only after a buffer crossed behind it, and the
+      checkpoint right after an aborted one is never held and moves first (``_rushed``): it completes
+      with the stale barrier and the records behind it inside its cut (FLINK-21104's order, which the
+      weighted chooser reached in about one of 500 seeds).
+    * After ``STALL_STREAK`` aborts in a row nothing is held until a checkpoint completes (``_stalled``).
     Every draw comes from one seeded generator, so the scenario's seed reproduces the schedule.
     """
 
@@ -241,7 +239,7 @@ class InterleavingChooser:
         if len(actions) == 1:
             return 0
         idx = list(range(len(actions)))
-        if self.delay:
+        if self.delay and not _stalled(engine):
             free = [i for i in idx if not self._held(engine, actions[i][1], actions[i][2])]
             idx = free or idx  # nothing else can run: the held barrier goes (no deadlock of our making)
             rushed = [i for i in idx if self._rushed(engine, actions[i][1], actions[i][2])]
@@ -288,9 +286,8 @@ class InterleavingChooser:
                 # checkpoint expires with its barrier queued there, and the next one may complete.
                 latency = self._latency[key] = (self.delay if self._rng.randrange(2) else 0, arg)
             else:
-                # Most barriers cross at once; one in SLOW_SHARE after a latency of its own, so one link
-                # can carry one checkpoint's barrier fast and the next one's slowly, and a checkpoint
-                # of a few dozen channels still completes now and then.
+                # Most barriers cross at once; one in SLOW_SHARE after a latency of its own, so one link can
+                # carry one checkpoint's barrier fast and the next one's slowly (big jobs still complete).
                 slow = self._rng.randrange(SLOW_SHARE) == 0
                 latency = self._latency[key] = (self._rng.randint(1, self.delay) if slow else 0, arg)
         # A latency from the trigger, not a wait per barrier: the barriers of checkpoints triggered
@@ -299,8 +296,7 @@ class InterleavingChooser:
 
     def _rushed(self, engine: Any, fn: Any, arg: Any) -> bool:
         """Whether this action carries the checkpoint after an aborted one (its barrier or trigger), or a
-        buffer queued behind a stale barrier that has left: those go first, so that the newer checkpoint
-        completes within the timeout with the records behind the stale barrier inside its cut."""
+        buffer queued behind a stale barrier that has left: those go first (the newer one completes)."""
         barrier = held_barrier(fn, arg)
         if barrier is not None:
             return _follows_an_abort(engine, barrier.cp) and barrier.cp in engine.coordinator.pending
@@ -308,24 +304,20 @@ class InterleavingChooser:
 
     def _stale_waits(self, engine: Any, sender: Any, barrier: Any) -> bool:
         """Whether the barrier of an aborted checkpoint still waits at ``sender``: until a newer checkpoint
-        is pending and the receiving task has taken it (from its other channels), at most ``STALE_WAIT``
-        delays after its trigger. The stale barrier then reaches a task that persists the newer
-        checkpoint on this channel, with records behind it (FLINK-21104's order: a stale barrier must
-        not end that persisting)."""
-        if engine.step - barrier.trigger_step >= STALE_WAIT * self.delay:
+        is pending and the receiving task has taken it from another live input, at most ``STALE_WAIT``
+        delays after its trigger (a receiver without one could take it only behind this barrier: the
+        wait would make the newer checkpoint expire too). The stale barrier then reaches a task that
+        persists the newer checkpoint on this channel, with records behind it (FLINK-21104's order)."""
+        if engine.step - barrier.trigger_step >= STALE_WAIT * self.delay or not _other_inputs(sender.channel):
             return False
-        newer = [c for c in engine.coordinator.pending if c > barrier.cp]
-        if not newer:
-            return True
-        return bool(sender.channel.task.last_cp < min(newer))
+        newer = min((c for c in engine.coordinator.pending if c > barrier.cp), default=None)
+        return newer is None or bool(sender.channel.task.last_cp < newer)
 
     def _after_stale_barriers(self, task: Any, cp: int, only_aborted: Any = None) -> bool:
         """Whether a slow task still holds back checkpoint ``cp`` (its trigger, or a priority barrier at
-        its input): while a barrier of an older checkpoint is queued at one of its senders, and after
-        that one left, until a buffer queued behind it has crossed too. The task then takes the newer
-        checkpoint after records it sent behind the stale barrier, which its consumers, fast on their
-        other channels, may already persist for the newer one (FLINK-21104's order; in Flink the
-        trigger RPC or the task's mailbox and the network's sending travel independently)."""
+        its input): while an older checkpoint's barrier is queued at one of its senders, and after it
+        left, until a buffer behind it crossed too; its consumers may already persist the newer one
+        (FLINK-21104's order; in Flink the trigger RPC or mailbox and the network travel independently)."""
         held = False
         for p in task.partitions:
             for sp in p.subpartitions:
@@ -353,6 +345,19 @@ class InterleavingChooser:
         return known[0]
 
 
+def _stalled(engine: Any) -> bool:
+    """Whether ``STALL_STREAK`` checkpoints or more ended since the last completed one: then nothing is held,
+    so holds never keep a job from completing checkpoints (its exactly-once sinks from finishing)."""
+    c = getattr(engine, "coordinator", None)  # a unit test's stand-in has none, and never stalls
+    done = c.completed_ids[-1] if c is not None and c.completed_ids else 0
+    return c is not None and c.next_id - 1 - done - sum(1 for cp in c.pending if cp > done) >= STALL_STREAK
+
+
+def _other_inputs(channel: Any) -> bool:
+    """Whether the task ``channel`` feeds has another live input through which a newer barrier can reach it."""
+    return any(ch is not channel and not ch.ended and not ch.eop_arrived for ch in channel.task.channels)
+
+
 def _aborted(engine: Any, cp: int) -> bool:
     """Whether checkpoint ``cp`` was triggered and aborted (expired or declined): neither pending nor
     completed. An engine without a coordinator (a unit test's stand-in) has no aborts."""
@@ -363,8 +368,7 @@ def _aborted(engine: Any, cp: int) -> bool:
 
 
 def _follows_an_abort(engine: Any, cp: int) -> bool:
-    """Whether checkpoint ``cp - 1`` was aborted (expired or declined): neither pending nor completed.
-    An engine without a coordinator (a unit test's stand-in) has no aborts."""
+    """Whether checkpoint ``cp - 1`` was aborted (expired or declined; ``_aborted``)."""
     return cp > 1 and _aborted(engine, cp - 1)
 
 
@@ -385,9 +389,8 @@ def chooser_for(schedule: Any, seed: int) -> Chooser:
 
 
 def interleaving_of(sdict: Any) -> Chooser | None:
-    """The interleaving chooser a scenario's JSON asks for, or None when it asks for none (for a
-    recording chooser's fallback, so that a recorded schedule replays as ``chooser_for`` builds it).
-    The defaults are the ``Schedule`` dataclass's (reference.scenario)."""
+    """The interleaving chooser a scenario's JSON asks for, or None (a recording chooser's fallback, so that a
+    recorded schedule replays as ``chooser_for`` builds it); defaults are ``reference.scenario.Schedule``'s."""
     sched = sdict.get("schedule") or {}
     kind = ChooserKind(sched.get("chooser", ChooserKind.WEIGHTED))
     delay = sched.get("barrier_delay", 0)

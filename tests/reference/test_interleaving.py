@@ -19,6 +19,7 @@ from cutcheck.reference.fuzzing.abstract_coverage import (
     feature_pairs,
 )
 from cutcheck.reference.fuzzing.generate import scenario_from_seed
+from cutcheck.reference.fuzzing.generate_interleaving import FOCUS_RECORDS, trip
 from cutcheck.reference.fuzzing.swarm import Feature
 from cutcheck.reference.runtime.network import Barrier, Buf
 from cutcheck.reference.runtime.scheduler import (
@@ -239,12 +240,12 @@ def test_a_slow_task_takes_the_next_checkpoint_only_after_records_crossed_behind
 
 
 def test_slow_tasks_make_the_flink_21104_order_reachable_in_the_expiry_focus(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Seed 211 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
+    """Seed 7006 of the expiry-unaligned focus: a slow task's stale barrier crosses after the next
     checkpoint reached the receiver's other channels, and records follow it; CUT catches the fault.
     Without slow tasks the same scenario holds with the fault on: no stale barrier meets persisting."""
     from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
     from cutcheck.reference.runtime import scheduler
-    sdict = scenario_from_seed(211, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
+    sdict = scenario_from_seed(7006, mutants=("obsolete-barrier-ends-persisting",), **FOCI["expiry-unaligned"])
     assert sdict["schedule"].get("barrier_delay", 0) > sdict["checkpoint"]["checkpoint_timeout"]
     assert run_scenario(sdict).invariant == "CUT"
     assert run_scenario(sdict | {"mutants": []}).ok
@@ -270,9 +271,11 @@ def _engine_after_an_abort(step: int) -> Any:
 
 def test_a_stale_barrier_waits_until_its_receiver_took_the_newer_checkpoint() -> None:
     from types import SimpleNamespace
-    receiver = SimpleNamespace(last_cp=1)
+    receiver = SimpleNamespace(last_cp=1, channels=[])
     sender = _Sender(Barrier(1, "checkpoint", "unaligned", trigger_step=0, priority=True))
     sender.channel = SimpleNamespace(task=receiver)  # type: ignore[attr-defined]
+    other_input = SimpleNamespace(ended=False, eop_arrived=False)  # how checkpoint 2 can reach the receiver
+    receiver.channels = [sender.channel, other_input]
     chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
     actions = [(1, print, sender), (1, print, _Sender(Buf([9], 0, 0)))]
 
@@ -285,6 +288,10 @@ def test_a_stale_barrier_waits_until_its_receiver_took_the_newer_checkpoint() ->
     assert crosses(61)
     receiver.last_cp = 1
     assert crosses(150)  # never longer than STALE_WAIT delays after its trigger
+    # A receiver whose only live input is this channel can take checkpoint 2 only behind this barrier:
+    # it crosses as soon as its latency allows (waiting made every checkpoint of seed 2092 expire).
+    other_input.eop_arrived = True
+    assert crosses(60)
 
 
 def test_the_checkpoint_after_an_aborted_one_is_never_held() -> None:
@@ -318,7 +325,8 @@ def test_the_checkpoint_after_an_aborted_one_moves_first() -> None:
 
 def test_every_expiry_focus_scenario_holds_barriers_and_draws_alike_otherwise() -> None:
     """The expiry-unaligned focus never leaves a scenario to the priorities alone (none of those met a
-    newer checkpoint with a stale barrier); the draws stay aligned, so the rest is the same scenario."""
+    newer checkpoint with a stale barrier), and its sources carry FOCUS_RECORDS times the records (more
+    checkpoint cycles while records flow); the draws stay aligned, so the rest is the same scenario."""
     from cutcheck.reference.fuzzing.verdicts import FOCI
     focus = dict(FOCI["expiry-unaligned"])
     mutants = ("obsolete-barrier-ends-persisting",)
@@ -328,6 +336,54 @@ def test_every_expiry_focus_scenario_holds_barriers_and_draws_alike_otherwise() 
         plain = scenario_from_seed(seed, mutants=mutants, **(focus | {"held_barriers": False}))
         assert held["schedule"]["barrier_delay"] > held["checkpoint"]["checkpoint_timeout"]
         unheld += "barrier_delay" not in plain["schedule"]
-        assert held["graph"] == plain["graph"] and held["failures"] == plain["failures"]
+        scaled = [v | {"records": v["records"] * FOCUS_RECORDS} if "records" in v else v
+                  for v in plain["graph"]["vertices"]]
+        assert held["graph"] == plain["graph"] | {"vertices": scaled} and held["failures"] == plain["failures"]
         assert held["schedule"].get("chooser") == plain["schedule"].get("chooser")
     assert unheld > 4  # without it, about one in four
+
+
+@pytest.mark.parametrize("seed", [2092, 5276, 10506, 10636])
+def test_expiry_focus_seeds_whose_every_checkpoint_expired_now_complete_and_end(seed: int) -> None:
+    """Seed 2092 of the expiry-unaligned focus ran to its step limit on clean code: its timeout (22) was
+    below the 23 steps a checkpoint of its 11 channels takes with nothing held, stale priority barriers
+    piled up at a receiver and all 870 checkpoints expired. Seed 5276 hung under an earlier fix (no
+    holds after three aborts) for the same reason (timeout 9, trip 12). 10506 and 10636 did with the
+    timeout above the trip, triggered at each expiry: the stale barriers piled up faster than they
+    drained (12 730 and 2 909 aborts). All now end well within 20 000 steps (9 906 at most)."""
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+    sdict = scenario_from_seed(seed, **FOCI["expiry-unaligned"])
+    timeout, least = sdict["checkpoint"]["checkpoint_timeout"], trip(sdict["graph"], _channels(sdict))
+    assert timeout >= least and sdict["checkpoint"]["interval"] >= timeout + least
+    verdict = run_scenario(sdict | {"max_steps": 20_000})
+    assert verdict.ok, verdict.violations[:1]
+
+
+def _channels(sdict: dict[str, Any]) -> int:
+    from cutcheck.model.execution import ExecutionGraph
+    from cutcheck.model.graph import JobGraph
+    return len(ExecutionGraph(JobGraph.from_json(sdict["graph"])).channels)
+
+
+def test_after_a_streak_of_aborted_checkpoints_nothing_is_held_until_one_completes() -> None:
+    """Holds must never keep a job from completing checkpoints for good: once STALL_STREAK checkpoints
+    in a row ended without completing, barriers and triggers go at once until one completes."""
+    from cutcheck.reference.runtime.scheduler import STALL_STREAK
+
+    def engine_after(aborted: int, step: int) -> Any:
+        engine = _Engine(step)
+        engine.coordinator = _Coordinator({aborted + 2}, [1], aborted + 3)  # type: ignore[attr-defined]
+        return engine
+
+    def held_share(aborted: int) -> int:
+        chooser = InterleavingChooser(7, ChooserKind.WEIGHTED, barrier_delay=50)
+        senders = [_Sender(Barrier(aborted + 2, "checkpoint", "unaligned", trigger_step=0, priority=True))
+                   for _ in range(64)]
+        for sp in senders:
+            chooser._latency[id(sp), aborted + 2] = (40, sp)  # drawn: held 40 steps after its trigger
+        other = _Sender(Buf([1], 0, 0))
+        return sum(all(chooser.choose_action(engine_after(aborted, 1), [(1, print, sp), (1, print, other)]) == 1
+                       for _ in range(20)) for sp in senders)
+
+    assert held_share(STALL_STREAK - 1) == 64  # checkpoint 1 completed, then fewer aborts: still held
+    assert held_share(STALL_STREAK) < 8  # the streak: crosses like any action (one in two each step)
