@@ -32,6 +32,7 @@ from itertools import combinations
 from typing import Any
 
 from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.events.stream import StepTaken
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
@@ -164,9 +165,10 @@ class AbstractCoverage:
 
     hits: Counter[Cell] = field(default_factory=Counter)
     # One run's steps where the rarest channel transitions could be provoked (``AbstractObserver``):
-    # a channel starting or ending its persisting, and a channel persisting with 2+ checkpoints pending.
-    # Guided mutants time a savepoint or a failure there (``guided.timed_event``); merge keeps hits only.
-    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # kind -> (step, the channel's task)
+    # a channel starting or ending its persisting (kind -> (step, "subtask#channel")), and a channel
+    # persisting with 2+ checkpoints pending while a subtask of another region runs (kind -> (step, that
+    # subtask)). Timed replays add a savepoint or a failure there (``timed``); merge keeps hits only.
+    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     def merge(self, other: AbstractCoverage) -> None:
         self.hits.update(other.hits)
@@ -211,7 +213,7 @@ class AbstractObserver:
     pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -219,6 +221,7 @@ class AbstractObserver:
         self._restores = 0
         self._busy = False  # some channel persisted at the last look
         self._was_pending = 0  # checkpoints pending at the last look
+        self._regions: tuple[Any, Any, dict[Any, frozenset[Any]]] | None = None  # ``_elsewhere``'s, per execution graph
         # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
 
@@ -260,10 +263,14 @@ class AbstractObserver:
                     if before is not None:
                         hits["transition", before[0], state] += 1
                         if before[0][0] != state[0]:  # idle <-> persisting: a savepoint due here crowds it
-                            self._moment("starts" if state[0] == "p" else "ends", engine.step, task)
+                            self._moment("starts" if state[0] == "p" else "ends", engine.step,
+                                         f"{task.sid}#{ch.index_in_task}")
                     last[key] = (state, ch)
-                if state == "persisting/2+":
-                    self._moment("crowded", engine.step, task)  # a failover elsewhere aborts them all at once
+                if state == "persisting/2+" and self._wants_moment("crowded", engine.step):
+                    # A failover of another region aborts them all at once while this channel's task runs on.
+                    elsewhere = self._elsewhere(engine, task)
+                    if elsewhere is not None:
+                        self._moment("crowded", engine.step, elsewhere)
                 if ch.persisting is not None and ch.sender is not None:
                     self._after_stale(ch, hits)
                 if ch.priority and newest >= 0:
@@ -274,10 +281,30 @@ class AbstractObserver:
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
 
-    def _moment(self, kind: str, step: int, task: Any) -> None:
-        steps = self.coverage.moments.setdefault(kind, [])
-        if len(steps) < MOMENTS and (not steps or steps[-1][0] != step):
-            steps.append((step, str(task.sid)))
+    def _wants_moment(self, kind: str, step: int) -> bool:
+        steps = self.coverage.moments.get(kind, ())
+        return len(steps) < MOMENTS and (not steps or steps[-1][0] != step)
+
+    def _moment(self, kind: str, step: int, where: str) -> None:
+        if self._wants_moment(kind, step):
+            self.coverage.moments.setdefault(kind, []).append((step, where))
+
+    def _elsewhere(self, engine: Any, task: Any) -> str | None:
+        """A running subtask whose failure restarts a region without ``task`` (a region failover,
+        ``reference.recovery.region_failover``), or None: the job fails over as a whole (the full
+        strategy, or a rescale happened, after which every failover redistributes state job-wide), or
+        every other region has finished (a finished task does not fail in Flink)."""
+        if engine.scenario.extra.get("failover_strategy", "region") != "region" or any(
+                engine.parallelism[v.id] != v.parallelism for v in engine.graph.vertices):
+            return None
+        cached = self._regions
+        if cached is None or cached[0] is not engine.exec_graph:
+            cached = self._regions = (engine.exec_graph, pipelined_regions(engine.exec_graph), {})
+        graph, regions, sets = cached
+        mine = sets.get(task.sid)
+        if mine is None:
+            mine = sets[task.sid] = failover_set(graph, task.sid, regions=regions)
+        return next((str(sid) for sid, t in engine.tasks.items() if sid not in mine and not t.finished), None)
 
     def _after_stale(self, ch: Any, hits: Counter[Cell]) -> None:
         """A barrier older than the checkpoint a channel persists reaching it while it persists

@@ -33,19 +33,23 @@ _INPUTS = {"map": (1, 2), "filter": (1, 2), "keyed_count": (1, 2), "union": (1, 
 
 
 def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
-               blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False) -> dict[str, Any]:
+               blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False,
+               side_pipeline: bool = False) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict, using the graph features of ``mask`` (drawn from ``d``
     when None, then without at-least-once sinks, which only a caller asking for them gets).
     ``blocking=False`` keeps every exchange pipelined whatever the mask says; ``keyed`` makes the first
-    vertex after the sources a keyed one (when KEYED_COUNT is in the mask)."""
+    vertex after the sources a keyed one (when KEYED_COUNT is in the mask). ``side_pipeline`` adds a
+    source that feeds only its own sink: a second pipelined region beside the job, which a failure
+    can restart while the rest keeps running (a region failover aborts every pending checkpoint,
+    facts §9)."""
     if mask is None:
         mask = draw_mask(d, off=(Feature.AT_LEAST_ONCE_SINK,))
     builder = _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask)
-    return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask)
+    return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask, side=side_pipeline)
 
 
 class _GraphBuilder:
-    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of")
+    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of", "side")
 
     def __init__(self, d: Draw, mask: Collection[Feature], max_p: int, max_records: int, blocking: bool):
         self.d, self.mask, self.max_p, self.max_records, self.blocking = d, mask, max_p, max_records, blocking
@@ -53,8 +57,9 @@ class _GraphBuilder:
         self.edges: list[dict[str, Any]] = []
         self.par: dict[str, int] = {}
         self.kind_of: dict[str, str] = {}
+        self.side = ""  # the side pipeline's source, which nothing but its own sink reads
 
-    def build(self, max_middle: int, keyed: bool = False) -> dict[str, Any]:
+    def build(self, max_middle: int, keyed: bool = False, side: bool = False) -> dict[str, Any]:
         d = self.d
         # One of two sources without records (a lone empty source would leave the job nothing to do),
         # so EMPTY_SOURCE makes two sources.
@@ -64,6 +69,12 @@ class _GraphBuilder:
             records = d.integer(max(1, self.max_records // 4), max(1, self.max_records))
             self.add(f"src{i}", "source", d.integer(1, self.max_p), records=0 if i == empty else records,
                      keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
+        if side:
+            # Listed with the sources, left out of every later choice of inputs; the loop below that
+            # gives each unread producer a sink of its own gives it one ({id}_out).
+            self.side = f"src{n_sources}"
+            self.add(self.side, "source", d.integer(1, self.max_p), records=d.integer(max(1, self.max_records // 4),
+                     max(1, self.max_records)), keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
         for i in range(max(d.integer(0, max_middle), int(keyed))):
             # Without multi-edges a vertex needs as many producers as it has inputs.
@@ -97,7 +108,7 @@ class _GraphBuilder:
         self.par[vid], self.kind_of[vid] = p, kind
 
     def producers(self) -> list[str]:
-        return [v for v in self.par if self.kind_of[v] != "sink"]
+        return [v for v in self.par if self.kind_of[v] != "sink" and v != self.side]
 
     def inputs(self, n: int) -> list[str]:
         """``n`` producers; distinct ones unless multi-edges are on (then fewer when there are not n)."""
