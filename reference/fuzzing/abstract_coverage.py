@@ -53,6 +53,9 @@ STALE = {
 }
 SIDES = ("input", "output")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
+# A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
+# where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
+NUDGED = {("idle/1", "persisting/1"): "starts", ("persisting/1", "idle/1"): "ends"}
 MISSED_SHOWN = 40  # unreached cells named in the output; past that the pairs are only counted
 BATCH_ONLY = frozenset({Feature.BLOCKING})
 # Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
@@ -262,9 +265,8 @@ class AbstractObserver:
                     hits["channel", state, ""] += 1
                     if before is not None:
                         hits["transition", before[0], state] += 1
-                        if before[0][0] != state[0]:  # idle <-> persisting: a savepoint due here crowds it
-                            self._moment("starts" if state[0] == "p" else "ends", engine.step,
-                                         f"{task.sid}#{ch.index_in_task}")
+                        if (before[0], state) in NUDGED:  # one savepoint due in this step would crowd it
+                            self._moment(NUDGED[before[0], state], engine.step, f"{task.sid}#{ch.index_in_task}")
                     last[key] = (state, ch)
                 if state == "persisting/2+" and self._wants_moment("crowded", engine.step):
                     # A failover of another region aborts them all at once while this channel's task runs on.

@@ -35,7 +35,15 @@ from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import scenario_dict
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
-from cutcheck.reference.fuzzing.timed import CROWD, TIMED_FOR, Replay, replay, replayable, wanted_moments
+from cutcheck.reference.fuzzing.timed import (
+    CROWD,
+    TIMED_FOR,
+    Replay,
+    ReplayChooser,
+    replay,
+    replayable,
+    wanted_moments,
+)
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario, verdict_of_seed
 
 MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
@@ -139,19 +147,20 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
             parent = pick(rng, timed, result.abstract)
             kind = rng.choice(wanted_moments(parent.moments, result.abstract))
             plan = replay(parent.scenario, parent.choices, kind, rng.choice(parent.moments[kind]))
-            gen, prefix = parent.gen, parent.draws
+            gen, prefix = parent.gen, []
+            replayed = (list(parent.draws), list(parent.seeds))  # its corpus entry mutates the parent's draws
         elif parent is not None:
             gen, prefix = parent.gen, mutate(rng, parent.draws, parent.seeds)
             result.mutated += 1
         else:
             gen, prefix = fresh_gen(rng, result.examples, result.abstract, corpus), []
         draw = RecordingDraw(rng, prefix)
+        chooser: ReplayChooser | None = None
         if plan is None:
             sdict = scenario_dict(draw, mutants=mutants, **gen)
             maybe_bursts(sdict, draw, always=bool(gen.get("side_pipeline")))
-            chooser = None
         else:
-            draw.draws, draw.seeds = list(parent.draws), list(parent.seeds)  # its corpus entry mutates the parent's
+            draw.draws, draw.seeds = replayed
             sdict, chooser = plan.scenario, plan.chooser()
             result.replayed += 1
         try:
