@@ -33,7 +33,7 @@ from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
-from cutcheck.reference.fuzzing.generate import scenario_dict
+from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.timed import (
     CROWD,
@@ -158,7 +158,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
         chooser: ReplayChooser | None = None
         if plan is None:
             sdict = scenario_dict(draw, mutants=mutants, **gen)
-            maybe_bursts(sdict, draw, always=bool(gen.get("side_pipeline")))
+            maybe_bursts(sdict, draw, always=gen == CROWD)
         else:
             draw.draws, draw.seeds = replayed
             sdict, chooser = plan.scenario, plan.chooser()
@@ -236,7 +236,10 @@ def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage, corpus: Seq
     return force(gen, least_reached_pair(rng, reached, gen))
 
 
+# Pairs with a checkpointing mode (a reported feature, not in the mask) are forced through ``modes``.
+MODE_OF = {Feature.UNALIGNED: "unaligned", Feature.ALIGNED_TIMEOUT: "aligned_timeout"}
 _MASKABLE = {f.value: f for f in MASKABLE}
+_FORCIBLE = _MASKABLE | {f.value: f for f in MODE_OF}
 # What a feature needs on beside it to show in a scenario at all (generate, generate_faults): forcing
 # a pair forces these too, else the pair would be asked for and never reached.
 NEEDS: dict[Feature, tuple[Feature, ...]] = {
@@ -269,23 +272,24 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
         excluded.add(Feature.RESUBMIT)  # a resubmit is drawn only for scenarios without rescales
     if "aligned" not in gen.get("modes", ("aligned",)):
         excluded.add(Feature.CONCURRENT)  # concurrent checkpoints are drawn for aligned mode only
+    excluded |= {f for f, mode in MODE_OF.items() if mode not in gen.get("modes", MODES)}
     return excluded
 
 
 def ranked_pairs(reached: AbstractCoverage, gen: dict[str, Any]) -> list[tuple[Feature, Feature]]:
-    """The reachable pairs of maskable features the focus ``gen`` does not rule out, fewest hits first
-    (ties in name order): a batch focus walks the pairs with blocking exchanges, the others never
-    force a batch job."""
+    """The reachable pairs of maskable features (and checkpointing modes, ``MODE_OF``) the focus ``gen``
+    does not rule out, fewest hits first (ties in name order): a batch focus walks the pairs with
+    blocking exchanges, the others never force a batch job."""
     excluded = _excluded(gen)
     batch = bool(gen.get("batch"))
     ranked: list[tuple[int, str, str]] = []
     for cell, why in ABSTRACT_UNIVERSE.items():
-        if cell[0] != "pair" or why is not None or cell[1] not in _MASKABLE or cell[2] not in _MASKABLE:
+        if cell[0] != "pair" or why is not None or cell[1] not in _FORCIBLE or cell[2] not in _FORCIBLE:
             continue
-        pair = (_MASKABLE[cell[1]], _MASKABLE[cell[2]])
+        pair = (_FORCIBLE[cell[1]], _FORCIBLE[cell[2]])
         if not excluded & set(with_needs(pair)) and (Feature.BLOCKING in pair) == batch:
             ranked.append((reached.hits[cell], cell[1], cell[2]))
-    return [(_MASKABLE[a], _MASKABLE[b]) for _, a, b in sorted(ranked)]
+    return [(_FORCIBLE[a], _FORCIBLE[b]) for _, a, b in sorted(ranked)]
 
 
 def least_reached_pair(rng: random.Random, reached: AbstractCoverage, gen: dict[str, Any]) -> tuple[Feature, ...]:
@@ -304,11 +308,17 @@ def pair_hits(reached: AbstractCoverage, pair: tuple[Feature, Feature]) -> int:
 
 
 def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
-    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own;
-    concurrent checkpoints with aligned mode, the only one that draws them."""
+    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own,
+    a checkpointing mode of the pair as the only mode (concurrent checkpoints with aligned mode, the
+    only one that draws them), and the pair's graph features shown in the graph (``graph_dict``'s
+    ``show``: a forced vertex kind otherwise shows in a third of the graphs)."""
     if not pair:
         return gen
-    out = gen | {"on": tuple(dict.fromkeys((*gen.get("on", ()), *with_needs(pair))))}
+    on = (*gen.get("on", ()), *(f for f in with_needs(pair) if f not in MODE_OF))
+    out = gen | {"on": tuple(dict.fromkeys(on)), "graph_shape": gen.get("graph_shape", {}) | {"show": tuple(pair)}}
+    for f in pair:
+        if f in MODE_OF:
+            out["modes"] = (MODE_OF[f],)
     if Feature.CONCURRENT in pair:
         out["modes"] = ("aligned",)
     return out

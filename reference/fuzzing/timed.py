@@ -47,7 +47,7 @@ TIMED_FOR: dict[str, Cell] = {"starts": ("transition", "idle/1", "persisting/2+"
 # over 40 seeds: 6).
 CROWD: dict[str, Any] = {"modes": ("unaligned",), "on": (Feature.SAVEPOINT,),
                          "off": (Feature.FULL_FAILOVER, Feature.EMPTY_SOURCE), "rescale": False, "storage": False,
-                         "side_pipeline": True, **SMALL}
+                         "graph_shape": {"side_pipeline": True}, **SMALL}
 
 
 def wanted_moments(moments: dict[str, list[tuple[int, str]]], reached: AbstractCoverage) -> list[str]:

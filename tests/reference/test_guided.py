@@ -309,7 +309,7 @@ def test_a_side_pipeline_is_a_region_of_its_own_fed_by_nothing_else() -> None:
     from cutcheck.model.regions import pipelined_regions
 
     for seed in range(10):
-        graph = scenario_dict(RecordingDraw(random.Random(seed)), side_pipeline=True)["graph"]
+        graph = scenario_dict(RecordingDraw(random.Random(seed)), graph_shape={"side_pipeline": True})["graph"]
         sources = [v["id"] for v in graph["vertices"] if v["kind"] == "source"]
         side = sources[-1]
         assert [(e["from"], e["to"]) for e in graph["edges"] if side in (e["from"], e["to"])] == [(side, f"{side}_out")]
