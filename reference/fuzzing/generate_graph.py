@@ -84,7 +84,9 @@ class _GraphBuilder:
             self.add(self.side, "source", d.integer(1, self.max_p), records=d.integer(max(1, self.max_records // 4),
                      max(1, self.max_records)), keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
-        for i in range(max(d.integer(0, max_middle), int(keyed) + len(shown_kinds))):
+        # A vertex for each kind to show and an input edge for each partitioner to show.
+        shown = len(shown_kinds) + sum(f in self.show for f in _PARTITIONER_FEATURE.values())
+        for i in range(max(d.integer(0, max_middle), int(keyed) + shown)):
             # Without multi-edges a vertex needs as many producers as it has inputs.
             fits = [k for k in kinds if Feature.MULTI_EDGE in self.mask or _INPUTS[k][0] <= len(self.producers())]
             wanted = [k for k in fits if _KIND_FEATURE.get(k) in self.show]

@@ -328,3 +328,25 @@ def test_crowded_moments_name_a_running_subtask_outside_the_persisting_channels_
     full = AbstractObserver()
     simulate(Scenario.from_json(dict(sdict, failover_strategy="full")), watch=full.attach)
     assert full.coverage.hits["channel", "persisting/2+", ""] and "crowded" not in full.coverage.moments
+
+
+def test_a_forced_pair_shows_in_the_graph_and_a_mode_pair_is_forced_through_the_modes() -> None:
+    from cutcheck.reference.fuzzing.guided import force, ranked_pairs
+    from cutcheck.reference.fuzzing.swarm import features_of
+    from cutcheck.reference.fuzzing.verdicts import FOCI
+
+    gen = force(dict(FOCI["swarm-small"]), (Feature.CO_MAP, Feature.UNION))
+    for seed in range(20):  # each kind alone showed in about a third of the graphs when only forced on
+        kinds = {v["kind"] for v in scenario_dict(RecordingDraw(random.Random(seed)), **gen)["graph"]["vertices"]}
+        assert {"co_map", "union"} <= kinds
+    shuffled = force(dict(FOCI["swarm-small"]), (Feature.SHUFFLE, Feature.FORWARD))
+    for seed in range(20):
+        sdict = scenario_dict(RecordingDraw(random.Random(seed)), **shuffled)
+        assert {Feature.SHUFFLE, Feature.FORWARD} <= features_of(sdict)
+    pairs = ranked_pairs(AbstractCoverage(), FOCI["swarm"])
+    assert (Feature.ALIGNED_TIMEOUT, Feature.CO_MAP) in pairs
+    assert not any(Feature.UNALIGNED in p for p in ranked_pairs(AbstractCoverage(), FOCI["aligned-timeout"]))
+    timeout = force(dict(FOCI["swarm"]), (Feature.ALIGNED_TIMEOUT, Feature.CO_MAP))
+    assert timeout["modes"] == ("aligned_timeout",) and Feature.ALIGNED_TIMEOUT not in timeout["on"]
+    assert {Feature.ALIGNED_TIMEOUT, Feature.CO_MAP} <= features_of(
+        scenario_dict(RecordingDraw(random.Random(0)), **timeout))
