@@ -141,7 +141,8 @@ class _GraphBuilder:
         return self.par[inputs[0]] if same else self.d.integer(1, self.max_p)
 
     def delivery(self) -> str:
-        if Feature.AT_LEAST_ONCE_SINK in self.mask and chance(self.d, 2):
+        if Feature.AT_LEAST_ONCE_SINK in self.mask and (chance(self.d, 2) or Feature.AT_LEAST_ONCE_SINK in self.show):
+            self.show.discard(Feature.AT_LEAST_ONCE_SINK)
             return "at_least_once"
         return "exactly_once"
 

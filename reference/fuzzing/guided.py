@@ -11,7 +11,8 @@ that reached rare cells are picked more often. Fresh scenarios walk the campaign
 the swarm feature pair that runs have reached least so far. While a channel transition that needs a
 savepoint or a failover in one precise step is unreached, half the mutants are timed replays of an
 entry whose run marked such a step (``reference.fuzzing.timed``), and some fresh scenarios take the
-shape that marks them (``timed.CROWD``).
+shape that marks them (``shapes.CROWD``), as do the restore and stale cells a campaign reaches
+rarely (``reference.fuzzing.shapes``).
 
 ``seconds`` is a wall (``reference.core.deadline``), as in the other campaigns: the deadline is
 checked on entry of each scenario and every scenario runs inside it, so none overruns it; one the
@@ -34,10 +35,10 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
+from cutcheck.reference.fuzzing.shapes import CROWD, SHAPE_EVERY
+from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.timed import (
-    CROWD,
-    TIMED_FOR,
     Replay,
     ReplayChooser,
     replay,
@@ -50,7 +51,6 @@ MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
 INTERLEAVE_SHARE = 0.5  # of the fresh scenarios: the interleaving knobs drawn too
 MAX_CORPUS = 200  # entries kept (the ones with the rarest cells when full)
 REPLAY_SHARE = 0.5  # of the mutants, while a timed transition is unreached and some entry marked a moment for it
-CROWD_EVERY = 3  # of the fresh scenarios, while no run marked a crowded moment (``crowd_wanted``): ``timed.CROWD``
 SEED_RANGE = 2**31 - 1  # a draw this wide is a seed
 
 
@@ -224,11 +224,11 @@ def mutate(rng: random.Random, draws: Sequence[int], seeds: Sequence[int] = ()) 
 
 def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage, corpus: Sequence[Entry] = ()) -> dict[str, Any]:
     """The next focus of the cycle, with the interleaving knobs half the time, and the least-reached
-    reachable pair of maskable swarm features forced on; while a failover beside a crowded channel
-    is unreached and no entry of ``corpus`` marked a moment for it, one in ``CROWD_EVERY`` the shape
-    that makes such moments (``timed.CROWD``)."""
-    if crowd_wanted(corpus, reached) and rng.randrange(CROWD_EVERY) == 0:
-        return dict(CROWD)
+    reachable pair of maskable swarm features forced on; while a rarely reached cell is unreached,
+    one in ``shapes.SHAPE_EVERY`` the shape that makes it (``shapes.wanted``)."""
+    shapes = wanted_shapes(reached, corpus, n)
+    if shapes and rng.randrange(SHAPE_EVERY) == 0:
+        return dict(rng.choice(shapes)[1])
     focus = FEATURE_CYCLE[n % len(FEATURE_CYCLE)]
     gen = dict(FOCI[focus])
     if focus != "batch" and rng.random() < INTERLEAVE_SHARE:
@@ -363,10 +363,6 @@ def timed_entries(corpus: Sequence[Entry], reached: AbstractCoverage) -> list[En
     return [e for e in corpus if e.moments and wanted_moments(e.moments, reached)]
 
 
-def crowd_wanted(corpus: Sequence[Entry], reached: AbstractCoverage) -> bool:
-    """Whether fresh scenarios should take the crowded shape (``timed.CROWD``): the failover transition
-    is unreached and no entry's run marked a moment for it yet (its replays take over from there)."""
-    return not reached.hits[TIMED_FOR["crowded"]] and not any(e.moments.get("crowded") for e in corpus)
 
 
 def savepoint_bursts(sdict: dict[str, Any], draw: Draw) -> None:

@@ -17,12 +17,10 @@ from typing import Any
 
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.guided import (
-    CROWD_EVERY,
     PAIR_CHOICES,
     REPLAY_SHARE,
     Entry,
     RecordingDraw,
-    crowd_wanted,
     force,
     keep,
     mutate,
@@ -31,7 +29,9 @@ from cutcheck.reference.fuzzing.guided import (
     ranked_pairs,
     timed_entries,
 )
-from cutcheck.reference.fuzzing.timed import CROWD, Replay, replay, wanted_moments
+from cutcheck.reference.fuzzing.shapes import SHAPE_EVERY
+from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
+from cutcheck.reference.fuzzing.timed import Replay, replay, wanted_moments
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
 NEEDY = 3  # foci an example may be steered to (the ones with the least-reached pairs)
@@ -154,20 +154,24 @@ class GuidedExamples:
     swarm-feature pairs the focus allows forced on, and now and then savepoint bursts
     (``guided.maybe_bursts``). While a transition that needs an event in one precise step is unreached
     (``timed.TIMED_FOR``), half the mutants are timed replays of an entry whose run marked such a step,
-    and one fresh example in ``CROWD_EVERY`` takes the shape that marks failover moments (``timed.CROWD``).
+    and while a cell the cycle reaches rarely is unreached, one fresh example in ``SHAPE_EVERY`` takes the
+    shape that makes it (``shapes.wanted``: the one that marks failover moments among them).
 
     Examples see the corpus and the counts as they were when their batch began (``freeze``): Hypothesis
     replays an example's draws while it shrinks, and the same draws must give the same scenario. Every
     draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
     """
 
-    __slots__ = ("corpus", "reached", "mutated", "replayed", "active", "_corpus", "_hits", "_needy", "_starved")
+    __slots__ = ("corpus", "reached", "mutated", "replayed", "seen", "active", "_corpus", "_hits", "_needy", "_starved",
+                 "_shapes")
 
     def __init__(self, reached: AbstractCoverage):
         self.corpus: list[Entry] = []
         self.reached = reached  # the campaign's, merged after each example
         self.mutated = 0
         self.replayed = 0  # timed replays run (``timed``)
+        self.seen = 0  # examples run
+        self._shapes: list[tuple[str, dict[str, Any]]] = []  # the batch's (``shapes.wanted``)
         self.active = False  # this batch is guided (``freeze``)
         self._corpus: tuple[Entry, ...] = ()
         self._hits = AbstractCoverage()
@@ -191,10 +195,11 @@ class GuidedExamples:
         self._needy = tuple(sorted(least, key=lambda f: least[f])[:NEEDY])
         # Steered one in two while a pair is unreached (one in four after).
         self._starved = least[self._needy[0]][0] == 0
+        self._shapes = wanted_shapes(hits, self._corpus, self.seen)
 
     def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, str, Replay | None]:
         """The generator settings and the draw of one example, how it was guided: "plain" (the cycle's
-        focus alone, as an unguided campaign draws it), "fresh", "crowd" (``timed.CROWD``), "mutant" or
+        focus alone, as an unguided campaign draws it), "fresh", a shape's name (``shapes.wanted``), "mutant" or
         "replay", and for a replay what it runs (``timed.replay``: the draw then only records the
         parent's draws, for the corpus)."""
         from hypothesis import strategies as st
@@ -219,8 +224,9 @@ class GuidedExamples:
                 return dict(parent.gen), recorded, "replay", plan
             parent = pick(rng, self._corpus, self._hits)
             return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds)), "mutant", None
-        if crowd_wanted(self._corpus, self._hits) and data.draw(st.integers(0, CROWD_EVERY - 1)) == 0:
-            return dict(CROWD), HypothesisRecordingDraw(data), "crowd", None
+        if self._shapes and data.draw(st.integers(0, SHAPE_EVERY - 1)) == 0:
+            name, shape = self._shapes[data.draw(st.integers(0, len(self._shapes) - 1))]
+            return dict(shape), HypothesisRecordingDraw(data), name, None
         gen = dict(FOCI[focus])
         if focus != "batch" and data.draw(st.integers(0, 3)) == 3:  # one in four: its runs are longer
             gen["interleave"] = True
@@ -236,3 +242,4 @@ class GuidedExamples:
         keep(self.corpus, draw, gen, verdict, self.reached, choices)
         self.mutated += how == "mutant"
         self.replayed += how == "replay"
+        self.seen += 1

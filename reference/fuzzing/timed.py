@@ -19,8 +19,8 @@ so every step up to the marked one is the parent's, and the added event lands on
   arrival at the channel), found by what it acts on.
 
 Both are things a Flink job does: a savepoint may be triggered at any moment, a task may fail at any
-moment. A job with one region has no ``crowded`` moment; ``CROWD`` is the generator shape that makes
-them (unaligned checkpoints, savepoints in bursts and a side pipeline, a region of its own).
+moment. A job with one region has no ``crowded`` moment; ``shapes.CROWD`` is the generator shape that
+makes them (unaligned checkpoints, savepoints in bursts and a side pipeline, a region of its own).
 """
 
 from __future__ import annotations
@@ -31,23 +31,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage, Cell
-from cutcheck.reference.fuzzing.swarm import Feature
-from cutcheck.reference.fuzzing.verdicts import SMALL
 from cutcheck.reference.runtime.scheduler import Action, Chooser, SeededChooser, interleaving_of, pick
 
 # The channel transition each kind of moment provokes.
 TIMED_FOR: dict[str, Cell] = {"starts": ("transition", "idle/1", "persisting/2+"),
                               "ends": ("transition", "persisting/1", "idle/2+"),
                               "crowded": ("transition", "persisting/2+", "idle/0")}
-# Generator settings (``generate.scenario_dict``) whose runs mark ``crowded`` moments: a savepoint pending
-# beside an unaligned checkpoint whose channels persist, with another region running beside them.
-# Savepoints come in bursts (``guided.savepoint_bursts``). No feature pair is forced on them: a full
-# failover or a rescale would leave no region failover to time, and a resubmit (storage) no savepoint
-# bursts; an empty source only shortens the run. About one run in six marks such a moment (measured
-# over 40 seeds: 6).
-CROWD: dict[str, Any] = {"modes": ("unaligned",), "on": (Feature.SAVEPOINT,),
-                         "off": (Feature.FULL_FAILOVER, Feature.EMPTY_SOURCE), "rescale": False, "storage": False,
-                         "graph_shape": {"side_pipeline": True}, **SMALL}
 
 
 def wanted_moments(moments: dict[str, list[tuple[int, str]]], reached: AbstractCoverage) -> list[str]:

@@ -56,7 +56,7 @@ def test_a_guided_campaign_is_reproduced_by_its_seed_and_keeps_new_states() -> N
     two = guided_campaign(seconds=None, examples=6, seed=2)
     assert one.ok and one.examples == 6
     assert one.abstract.hits == two.abstract.hits and one.corpus == two.corpus
-    assert 1 <= one.corpus <= 6 and one.mutated >= 1
+    assert 1 <= one.corpus <= 6 and one.mutated + one.replayed >= 1  # corpus entries run again, mutated or replayed
     assert one.to_json()["abstract_coverage"]["reachable_cells"] == one.abstract.reachable()
     assert set(one.first_reached) == {name for name in one.to_json()["abstract_coverage"]["reached"]}
 
@@ -210,7 +210,7 @@ def _crowd_parent(seed: int = 20) -> tuple[dict[str, Any], list[int], Any]:
     """A run of the crowded shape (``timed.CROWD``) driven, as a Hypothesis example's is, by a recording
     chooser for its first choices: its scenario, those choices, and its verdict."""
     from cutcheck.reference.fuzzing.guided import maybe_bursts
-    from cutcheck.reference.fuzzing.timed import CROWD
+    from cutcheck.reference.fuzzing.shapes import CROWD
     from cutcheck.reference.fuzzing.verdicts import run_scenario
     from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
@@ -286,8 +286,12 @@ def test_a_savepoint_timed_where_a_channel_started_or_ended_persisting_crowds_th
 
 
 def test_timed_replays_go_to_the_transitions_not_yet_reached() -> None:
-    from cutcheck.reference.fuzzing.guided import Entry, crowd_wanted, timed_entries
+    from cutcheck.reference.fuzzing.guided import Entry, timed_entries
+    from cutcheck.reference.fuzzing.shapes import wanted
     from cutcheck.reference.fuzzing.timed import TIMED_FOR, wanted_moments
+
+    def crowd_wanted(corpus: list[Entry], reached: AbstractCoverage) -> bool:
+        return "crowd" in [name for name, _ in wanted(reached, corpus, 0)]
 
     moments = {"starts": [(5, "m[0]#0")], "ends": [(9, "m[0]#1")], "crowded": [(7, "src1[0]")]}
     reached = AbstractCoverage()
@@ -350,3 +354,24 @@ def test_a_forced_pair_shows_in_the_graph_and_a_mode_pair_is_forced_through_the_
     assert timeout["modes"] == ("aligned_timeout",) and Feature.ALIGNED_TIMEOUT not in timeout["on"]
     assert {Feature.ALIGNED_TIMEOUT, Feature.CO_MAP} <= features_of(
         scenario_dict(RecordingDraw(random.Random(0)), **timeout))
+
+
+def test_rarely_reached_cells_get_their_shape_once_the_campaign_ran_a_while() -> None:
+    from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE
+    from cutcheck.reference.fuzzing.shapes import LATE, wanted
+    from cutcheck.reference.fuzzing.swarm import features_of
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR
+
+    reached = AbstractCoverage()
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if why is None and cell != ("restore", "shuffle", "input"):
+            reached.hits[cell] += 1
+    assert wanted(reached, [], LATE - 1) == []  # early on, the cycle reaches such cells by itself
+    [(name, shape)] = wanted(reached, [], LATE)
+    assert name == "restore" and shape["modes"] == ("unaligned",) and shape["after_checkpoint"]
+    for seed in range(10):
+        sdict = scenario_dict(RecordingDraw(random.Random(seed)), **shape)
+        assert {Feature.SHUFFLE, Feature.FAILURE} <= features_of(sdict)
+    reached.hits["restore", "shuffle", "input"] += 1
+    assert wanted(reached, [], 10 * LATE) == []
