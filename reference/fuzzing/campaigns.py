@@ -35,7 +35,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
-from cutcheck.reference.fuzzing.guided import maybe_bursts, seed_gen
+from cutcheck.reference.fuzzing.guided import RecordingDraw, maybe_bursts, seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
     GuidedExamples,
     HypothesisRecordingDraw,
@@ -216,7 +216,8 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
     result.failure = search.found
     result.seconds = time.monotonic() - start
     if guide is not None:
-        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated, "replayed": guide.replayed}
+        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated, "replayed": guide.replayed,
+                           "shaped": dict(guide.shaped)}
     return result
 
 
@@ -244,6 +245,7 @@ class _Search:
         wall = self.shrink_end if shrinking else self.search_end
         self._stop_at(wall)
         how, plan = "plain", None
+        draw: RecordingDraw
         if self.guide is None:
             gen, draw = self.gen or {}, HypothesisRecordingDraw(data)
         else:

@@ -79,10 +79,11 @@ class _GraphBuilder:
                      keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         if side:
             # Listed with the sources, left out of every later choice of inputs; the loop below that
-            # gives each unread producer a sink of its own gives it one ({id}_out).
+            # gives each unread producer a sink of its own gives it one ({id}_out). Up to four times a
+            # source's records: a region that is still running while the job's checkpoints go on.
             self.side = f"src{n_sources}"
-            self.add(self.side, "source", d.integer(1, self.max_p), records=d.integer(max(1, self.max_records // 4),
-                     max(1, self.max_records)), keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
+            self.add(self.side, "source", d.integer(1, self.max_p), records=d.integer(max(1, self.max_records),
+                     max(1, 4 * self.max_records)), keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
         # A vertex for each kind to show and an input edge for each partitioner to show.
         shown = len(shown_kinds) + sum(f in self.show for f in _PARTITIONER_FEATURE.values())

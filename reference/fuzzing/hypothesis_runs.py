@@ -162,8 +162,8 @@ class GuidedExamples:
     draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
     """
 
-    __slots__ = ("corpus", "reached", "mutated", "replayed", "seen", "active", "_corpus", "_hits", "_needy", "_starved",
-                 "_shapes")
+    __slots__ = ("corpus", "reached", "mutated", "replayed", "shaped", "seen", "active", "_corpus", "_hits", "_needy",
+                 "_starved", "_shapes")
 
     def __init__(self, reached: AbstractCoverage):
         self.corpus: list[Entry] = []
@@ -171,6 +171,7 @@ class GuidedExamples:
         self.mutated = 0
         self.replayed = 0  # timed replays run (``timed``)
         self.seen = 0  # examples run
+        self.shaped: Counter[str] = Counter()  # fresh examples per shape run (``shapes.wanted``)
         self._shapes: list[tuple[str, dict[str, Any]]] = []  # the batch's (``shapes.wanted``)
         self.active = False  # this batch is guided (``freeze``)
         self._corpus: tuple[Entry, ...] = ()
@@ -197,7 +198,7 @@ class GuidedExamples:
         self._starved = least[self._needy[0]][0] == 0
         self._shapes = wanted_shapes(hits, self._corpus, self.seen)
 
-    def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, str, Replay | None]:
+    def draw(self, data: Any) -> tuple[dict[str, Any], RecordingDraw, str, Replay | None]:
         """The generator settings and the draw of one example, how it was guided: "plain" (the cycle's
         focus alone, as an unguided campaign draws it), "fresh", a shape's name (``shapes.wanted``), "mutant" or
         "replay", and for a replay what it runs (``timed.replay``: the draw then only records the
@@ -226,7 +227,9 @@ class GuidedExamples:
             return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds)), "mutant", None
         if self._shapes and data.draw(st.integers(0, SHAPE_EVERY - 1)) == 0:
             name, shape = self._shapes[data.draw(st.integers(0, len(self._shapes) - 1))]
-            return dict(shape), HypothesisRecordingDraw(data), name, None
+            # Drawn from a seed, not value by value: Hypothesis favours the bounds of each range (one
+            # subtask, few records), and the rates a shape is tuned for are those of uniform draws.
+            return dict(shape), RecordingDraw(random.Random(data.draw(st.integers(0, 2**32 - 1)))), name, None
         gen = dict(FOCI[focus])
         if focus != "batch" and data.draw(st.integers(0, 3)) == 3:  # one in four: its runs are longer
             gen["interleave"] = True
@@ -243,3 +246,5 @@ class GuidedExamples:
         self.mutated += how == "mutant"
         self.replayed += how == "replay"
         self.seen += 1
+        if how not in ("plain", "fresh", "mutant", "replay"):
+            self.shaped[how] += 1

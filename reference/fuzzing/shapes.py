@@ -51,11 +51,12 @@ def restore_shape(partitioner: str) -> dict[str, Any]:
 
 def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: int) -> list[tuple[str, dict[str, Any]]]:
     """The shapes of the cells ``reached`` lacks, each with its name (``crowd`` takes savepoint bursts):
-    the crowd shape while the failover transition is unreached and no entry of ``corpus`` marked a
-    moment for it (its replays take over), the others once ``examples`` reached ``LATE``."""
+    the crowd shape alone while the failover transition is unreached and no entry of ``corpus`` marked
+    a moment for it (its replays take over; it is the rarest), the others once ``examples`` reached
+    ``LATE``."""
     out: list[tuple[str, dict[str, Any]]] = []
     if not reached.hits[TIMED_FOR["crowded"]] and not any(e.moments.get("crowded") for e in corpus):
-        out.append(("crowd", CROWD))
+        return [("crowd", CROWD)]
     if examples < LATE:
         return out
     missed = [c for c, why in ABSTRACT_UNIVERSE.items() if why is None and c[0] in ("restore", "stale")

@@ -47,7 +47,7 @@ def wanted_moments(moments: dict[str, list[tuple[int, str]]], reached: AbstractC
 
 def replayable(scenario: dict[str, Any]) -> bool:
     """A scenario a replay can time an event in: one job (a resubmit's second job counts its steps
-    from 0 again) that the run did not end early with a finding."""
+    from 0 again, so a marked step would not say which job's)."""
     return "resubmit" not in scenario
 
 
@@ -56,7 +56,7 @@ class Replay:
     """A parent's scenario with one event added, and what makes its run the parent's up to it."""
 
     scenario: dict[str, Any]
-    script: tuple[int, ...]  # the parent's scripted choices (a Hypothesis example's; none in a seed campaign)
+    script: tuple[int, ...]  # the parent's scripted choices (a Hypothesis example's; none in ``guided_campaign``)
     step: int | None = None  # the step whose action is found by what it acts on (``starts``, ``ends``)
     kind: str = ""
     channel: str = ""  # that action's channel, "subtask#index in its task"
