@@ -35,7 +35,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
 from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
-from cutcheck.reference.fuzzing.shapes import CROWD, SHAPE_EVERY
+from cutcheck.reference.fuzzing.shapes import CROWD, LATE, SHAPE_EVERY
 from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
 from cutcheck.reference.fuzzing.swarm import MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.timed import (
@@ -141,7 +141,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
     wall = start + seconds if seconds is not None else None
     while (examples is None or result.examples < examples) and (wall is None or time.monotonic() < wall):
         parent = pick(rng, corpus, result.abstract) if corpus and rng.random() < MUTATE_SHARE else None
-        timed = timed_entries(corpus, result.abstract) if parent is not None else []
+        timed = timed_entries(corpus, result.abstract) if parent is not None and result.examples >= LATE else []
         plan: Replay | None = None
         if timed and rng.random() < REPLAY_SHARE:
             parent = pick(rng, timed, result.abstract)

@@ -29,7 +29,7 @@ from cutcheck.reference.fuzzing.guided import (
     ranked_pairs,
     timed_entries,
 )
-from cutcheck.reference.fuzzing.shapes import SHAPE_EVERY
+from cutcheck.reference.fuzzing.shapes import LATE, SHAPE_EVERY
 from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
 from cutcheck.reference.fuzzing.timed import Replay, replay, wanted_moments
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
@@ -215,7 +215,7 @@ class GuidedExamples:
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
             # While a timed transition is unreached, half the mutants replay a parent whose run marked a
             # moment for it, with the event that provokes it at that step (``timed``).
-            timed = timed_entries(self._corpus, self._hits)
+            timed = timed_entries(self._corpus, self._hits) if self.seen >= LATE else []
             if timed and rng.random() < REPLAY_SHARE:
                 parent = pick(rng, timed, self._hits)
                 kind = rng.choice(wanted_moments(parent.moments, self._hits))

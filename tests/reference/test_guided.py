@@ -287,11 +287,12 @@ def test_a_savepoint_timed_where_a_channel_started_or_ended_persisting_crowds_th
 
 def test_timed_replays_go_to_the_transitions_not_yet_reached() -> None:
     from cutcheck.reference.fuzzing.guided import Entry, timed_entries
-    from cutcheck.reference.fuzzing.shapes import wanted
+    from cutcheck.reference.fuzzing.shapes import LATE, wanted
     from cutcheck.reference.fuzzing.timed import TIMED_FOR, wanted_moments
 
     def crowd_wanted(corpus: list[Entry], reached: AbstractCoverage) -> bool:
-        return "crowd" in [name for name, _ in wanted(reached, corpus, 0)]
+        assert wanted(reached, corpus, LATE - 1) == []  # the first examples are the search's alone
+        return "crowd" in [name for name, _ in wanted(reached, corpus, LATE)]
 
     moments = {"starts": [(5, "m[0]#0")], "ends": [(9, "m[0]#1")], "crowded": [(7, "src1[0]")]}
     reached = AbstractCoverage()
