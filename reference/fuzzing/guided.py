@@ -321,6 +321,8 @@ def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
             out["modes"] = (MODE_OF[f],)
     if Feature.CONCURRENT in pair:
         out["modes"] = ("aligned",)
+    if Feature.RESUBMIT in pair:
+        out["rescale"] = False  # a resubmit is drawn only for scenarios without rescales
     return out
 
 
