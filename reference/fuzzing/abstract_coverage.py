@@ -23,7 +23,7 @@ states such bugs live in, per channel and per checkpoint:
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
 (``reference.events.stream.StepTaken``) and looks at the engine after each step's action, so a run
 with it makes the same choices as one without.
-``ABSTRACT_UNIVERSE`` lists every cell; the ones no run can reach carry the reason.
+``ABSTRACT_UNIVERSE`` (``abstract_cells``) lists every cell; the ones no run can reach carry the reason.
 """
 
 from __future__ import annotations
@@ -34,145 +34,30 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
     CheckpointAborted,
     CheckpointCompleted,
     StepTaken,
 )
-from cutcheck.reference.fuzzing.swarm import REPORTED, Feature, features_of
+from cutcheck.reference.fuzzing.abstract_cells import (
+    ABSTRACT_UNIVERSE,
+    CELL_BY_NAME,
+    PENDING,
+    Cell,
+    cell_name,
+    count_class,
+)
+from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
-Cell = tuple[str, str, str]
-
-PENDING = ("0", "1", "2+")
-CHANNEL_STATES = tuple(f"{p}/{n}" for p in ("idle", "persisting") for n in PENDING)
-COUNTS = ("0", "1", "2+")
-BARRIERS = {"priority": "a priority barrier overtaking {n} buffer(s) queued behind it",
-            "aligned": "an aligned barrier queued behind {n} buffer(s)"}
-STALE = {
-    "at-sender": "a barrier of an expired or aborted checkpoint still queued at its sender while a newer one is pending",
-    "at-receiver": "a stale priority barrier among a receiver's priority events while a newer checkpoint is pending",
-    "meets-persisting": "a stale barrier reaching a channel that persists the newer checkpoint (FLINK-21104's order)",
-    "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
-                       "newer checkpoint (the records FLINK-21104 lost)"),
-}
-ORDER = {
-    "newer-first": "a checkpoint completing while an older one is pending (acks crossed; the older one is subsumed)",
-    "ack-late": "an acknowledgement reaching the coordinator after its checkpoint ended (dropped)",
-}
-SIDES = ("input", "output")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
+# A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
+# where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
+NUDGED = {("idle/1", "persisting/1"): "starts", ("persisting/1", "idle/1"): "ends"}
 MISSED_SHOWN = 40  # unreached cells named in the output; past that the pairs are only counted
-BATCH_ONLY = frozenset({Feature.BLOCKING})
-# Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
-CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT, Feature.EXPIRY,
-                           Feature.FINITE_TOLERANCE, Feature.RETAINED, Feature.SAVEPOINT, Feature.STORAGE,
-                           Feature.INCREMENTAL, Feature.INLINE_ZERO, Feature.CLAIM, Feature.RESUBMIT,
-                           Feature.ACK_DELAY})
 
-
-def _count(n: int) -> str:
-    return COUNTS[min(n, 2)]
-
-
-def _restore_unreachable(partitioner: str, side: str) -> str | None:
-    info = PARTITIONERS[partitioner]
-    if not info.supports_unaligned:
-        return (f"{partitioner} edges are forced aligned (facts §3.7): no checkpoint holds their in-flight data, so no "
-                f"restore installs {side} state on them")
-    return None
-
-
-def _pair_unreachable(a: Feature, b: Feature) -> str | None:
-    pair = {a, b}
-    if pair & BATCH_ONLY and pair & CHECKPOINTING:
-        return "a batch job (blocking exchanges) takes no checkpoints, so no checkpointing feature is reported with it"
-    if pair == {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT}:
-        return "a scenario has one checkpointing mode"
-    if Feature.CONCURRENT in pair and pair & {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT}:
-        return "concurrent checkpoints are drawn for aligned mode only (Flink allows one unaligned checkpoint in flight)"
-    if Feature.RESUBMIT in pair and pair & {Feature.RESCALE, Feature.RESCALE_SEVERAL, Feature.REFUSABLE_RESCALE}:
-        return "a resubmit is drawn only for scenarios without rescales (their output credit across a restore is open work)"
-    if pair & BATCH_ONLY and pair & {Feature.RESCALE, Feature.REFUSABLE_RESCALE}:
-        return "rescales are drawn for streaming jobs only (a rescale restores a checkpoint, and a batch job takes none)"
-    if Feature.AT_LEAST_ONCE_SINK in pair and pair & {Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT,
-                                                      Feature.BLOCKING}:
-        return ("at-least-once sinks are drawn only in streaming jobs with at-least-once checkpointing (an exactly-once "
-                "job's verdict counts their duplicates as a finding), which is neither unaligned, aligned with a timeout, "
-                "concurrent (aligned only) nor a batch job")
-    return None
-
-
-def _channel_unreachable(a: str, b: str = "") -> str | None:
-    """Why a channel state (``b`` empty) or a transition a -> b between two looks (one step apart) never
-    happens in a correct run."""
-    if "persisting/0" in (a, b):
-        return ("a channel persists only for the checkpoint its task collects; that checkpoint stays pending until the "
-                "task acknowledged it, which it does once the channel's barrier came (persisting over), and an abort "
-                "(expiry, subsumption, failover) stops the persisting in the same step: no channel persists with no "
-                "checkpoint pending")
-    if a.endswith("/2+") and b == "persisting/1":
-        return ("with two or more checkpoints pending, all but the oldest are savepoints (a periodic checkpoint waits while "
-                "one is pending; only aligned mode, which persists nothing, draws concurrent ones), savepoints are "
-                "aligned, and one leaves pending only subsumed by a newer savepoint or completed after every task took "
-                "its barrier, which subsumes the older checkpoint: none leaves while a channel persists for that one")
-    if a == "idle/0" and b.startswith("persisting/"):
-        return ("a channel starts persisting when its task handles a barrier that crossed the network, at least two "
-                "actions after the trigger, and the observer looks after every action: it sees the channel idle with "
-                "the checkpoint pending first")
-    return None
-
-
-def _universe() -> dict[Cell, str | None]:
-    cells: dict[Cell, str | None] = {}
-    for state in CHANNEL_STATES:
-        # A savepoint may be pending beside an unaligned checkpoint (persisting/2+); the observer looks
-        # once per step, after timers and an action.
-        cells["channel", state, ""] = _channel_unreachable(state)
-    for a in CHANNEL_STATES:
-        for b in CHANNEL_STATES:
-            if a != b:
-                cells["transition", a, b] = _channel_unreachable(a, b)
-    for kind in BARRIERS:
-        for n in COUNTS:
-            cells["overtake", kind, n] = None
-    for where in STALE:
-        cells["stale", where, ""] = None
-    for what in ORDER:
-        cells["order", what, ""] = None
-    for partitioner in PARTITIONERS:
-        for side in SIDES:
-            cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
-    features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
-                      key=lambda f: f.value)
-    for fa, fb in combinations(features, 2):
-        cells["pair", fa.value, fb.value] = _pair_unreachable(fa, fb)
-    return cells
-
-
-ABSTRACT_UNIVERSE: dict[Cell, str | None] = _universe()
-
-
-def cell_name(cell: Cell) -> str:
-    family, what, how = cell
-    if family == "channel":
-        return f"channel {what}"
-    if family == "transition":
-        return f"channel {what} -> {how}"
-    if family == "overtake":
-        return f"{what} barrier vs {how} buffers"
-    if family == "stale":
-        return f"stale barrier {what}"
-    if family == "order":
-        return f"completion order {what}"
-    if family == "restore":
-        return f"restore {how} state on {what}"
-    return f"pair {what} + {how}"
-
-
-_NAMES = {cell_name(c): c for c in ABSTRACT_UNIVERSE}
 
 
 @dataclass(slots=True)
@@ -181,9 +66,10 @@ class AbstractCoverage:
 
     hits: Counter[Cell] = field(default_factory=Counter)
     # One run's steps where the rarest channel transitions could be provoked (``AbstractObserver``):
-    # a channel starting or ending its persisting, and a channel persisting with 2+ checkpoints pending.
-    # Guided mutants time a savepoint or a failure there (``guided.timed_event``); merge keeps hits only.
-    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # kind -> (step, the channel's task)
+    # a channel starting or ending its persisting (kind -> (step, "subtask#channel")), and a channel
+    # persisting with 2+ checkpoints pending while a subtask of another region runs (kind -> (step, that
+    # subtask)). Timed replays add a savepoint or a failure there (``timed``); merge keeps hits only.
+    moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)
 
     def merge(self, other: AbstractCoverage) -> None:
         self.hits.update(other.hits)
@@ -212,7 +98,7 @@ class AbstractCoverage:
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> AbstractCoverage:
-        return cls(Counter({_NAMES[n]: k for n, k in data.get("reached", {}).items() if n in _NAMES}))
+        return cls(Counter({CELL_BY_NAME[n]: k for n, k in data.get("reached", {}).items() if n in CELL_BY_NAME}))
 
 
 def feature_pairs(features: Iterable[Feature]) -> list[Cell]:
@@ -228,7 +114,7 @@ class AbstractObserver:
     pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -236,6 +122,7 @@ class AbstractObserver:
         self._restores = 0
         self._busy = False  # some channel persisted at the last look
         self._was_pending = 0  # checkpoints pending at the last look
+        self._regions: tuple[Any, Any, dict[Any, frozenset[Any]]] | None = None  # ``_elsewhere``'s, per execution graph
         # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
 
@@ -293,11 +180,14 @@ class AbstractObserver:
                     hits["channel", state, ""] += 1
                     if before is not None:
                         hits["transition", before[0], state] += 1
-                        if before[0][0] != state[0]:  # idle <-> persisting: a savepoint due here crowds it
-                            self._moment("starts" if state[0] == "p" else "ends", engine.step, task)
+                        if (before[0], state) in NUDGED:  # one savepoint due in this step would crowd it
+                            self._moment(NUDGED[before[0], state], engine.step, f"{task.sid}#{ch.index_in_task}")
                     last[key] = (state, ch)
-                if state == "persisting/2+":
-                    self._moment("crowded", engine.step, task)  # a failover elsewhere aborts them all at once
+                if state == "persisting/2+" and self._wants_moment("crowded", engine.step):
+                    # A failover of another region aborts them all at once while this channel's task runs on.
+                    elsewhere = self._elsewhere(engine, task)
+                    if elsewhere is not None:
+                        self._moment("crowded", engine.step, elsewhere)
                 if ch.persisting is not None and ch.sender is not None:
                     self._after_stale(ch, hits)
                 if ch.priority and newest >= 0:
@@ -308,10 +198,30 @@ class AbstractObserver:
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
 
-    def _moment(self, kind: str, step: int, task: Any) -> None:
-        steps = self.coverage.moments.setdefault(kind, [])
-        if len(steps) < MOMENTS and (not steps or steps[-1][0] != step):
-            steps.append((step, str(task.sid)))
+    def _wants_moment(self, kind: str, step: int) -> bool:
+        steps = self.coverage.moments.get(kind, ())
+        return len(steps) < MOMENTS and (not steps or steps[-1][0] != step)
+
+    def _moment(self, kind: str, step: int, where: str) -> None:
+        if self._wants_moment(kind, step):
+            self.coverage.moments.setdefault(kind, []).append((step, where))
+
+    def _elsewhere(self, engine: Any, task: Any) -> str | None:
+        """A running subtask whose failure restarts a region without ``task`` (a region failover,
+        ``reference.recovery.region_failover``), or None: the job fails over as a whole (the full
+        strategy, or a rescale happened, after which every failover redistributes state job-wide), or
+        every other region has finished (a finished task does not fail in Flink)."""
+        if engine.scenario.extra.get("failover_strategy", "region") != "region" or any(
+                engine.parallelism[v.id] != v.parallelism for v in engine.graph.vertices):
+            return None
+        cached = self._regions
+        if cached is None or cached[0] is not engine.exec_graph:
+            cached = self._regions = (engine.exec_graph, pipelined_regions(engine.exec_graph), {})
+        graph, regions, sets = cached
+        mine = sets.get(task.sid)
+        if mine is None:
+            mine = sets[task.sid] = failover_set(graph, task.sid, regions=regions)
+        return next((str(sid) for sid, t in engine.tasks.items() if sid not in mine and not t.finished), None)
 
     def _after_stale(self, ch: Any, hits: Counter[Cell]) -> None:
         """A barrier older than the checkpoint a channel persists reaching it while it persists
@@ -341,9 +251,9 @@ class AbstractObserver:
                 if item.__class__ is not Barrier:
                     continue
                 if item.priority:
-                    hits["overtake", "priority", _count(sum(1 for x in q if x.__class__ is Buf))] += 1
+                    hits["overtake", "priority", count_class(sum(1 for x in q if x.__class__ is Buf))] += 1
                 else:
-                    hits["overtake", "aligned", _count(sum(1 for x in list(q)[:pos] if x.__class__ is Buf))] += 1
+                    hits["overtake", "aligned", count_class(sum(1 for x in list(q)[:pos] if x.__class__ is Buf))] += 1
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
                 break

@@ -35,7 +35,7 @@ from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import scenario_dict, scenario_from_seed
-from cutcheck.reference.fuzzing.guided import maybe_bursts, seed_gen
+from cutcheck.reference.fuzzing.guided import RecordingDraw, maybe_bursts, seed_gen
 from cutcheck.reference.fuzzing.hypothesis_runs import (
     GuidedExamples,
     HypothesisRecordingDraw,
@@ -46,6 +46,7 @@ from cutcheck.reference.fuzzing.hypothesis_runs import (
 )
 from cutcheck.reference.fuzzing.kill import KillResult, kill
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
+from cutcheck.reference.fuzzing.timed import ReplayChooser
 from cutcheck.reference.fuzzing.verdicts import (
     Verdict,
     count_skips,
@@ -128,7 +129,7 @@ class CampaignResult:
         if not self.guidance:
             return ""
         return (f"guided: {self.guidance['corpus']} scenarios kept for reaching new abstract cells, "
-                f"{self.guidance['mutated']} mutants of them run")
+                f"{self.guidance['mutated']} mutants of them run, {self.guidance.get('replayed', 0)} timed replays")
 
     def describe_split(self) -> str:
         budget = self.limits.get("seconds")
@@ -215,7 +216,8 @@ def _campaign(examples: int, seconds: float | None, mutants: Sequence[str], seed
     result.failure = search.found
     result.seconds = time.monotonic() - start
     if guide is not None:
-        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated}
+        result.guidance = {"corpus": len(guide.corpus), "mutated": guide.mutated, "replayed": guide.replayed,
+                           "shaped": dict(guide.shaped)}
     return result
 
 
@@ -242,21 +244,26 @@ class _Search:
         shrinking = self.found is not None
         wall = self.shrink_end if shrinking else self.search_end
         self._stop_at(wall)
-        how = "plain"
+        how, plan = "plain", None
+        draw: RecordingDraw
         if self.guide is None:
             gen, draw = self.gen or {}, HypothesisRecordingDraw(data)
         else:
-            gen, draw, how = self.guide.draw(data)
-        sdict = scenario_dict(draw, mutants=self.mutants, **gen)
-        if how != "plain":
-            maybe_bursts(sdict, draw)
-        # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
-        # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
-        # runs overrun its choice buffer, which it then reported as inconsistent data generation.
-        budget = data.draw(st.integers(0, self.choice_budget))
-        rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+            gen, draw, how, plan = self.guide.draw(data)
+        chooser: RecordingChooser | ReplayChooser
+        if plan is not None:  # a timed replay: its parent's scenario and schedule, one event added (``timed``)
+            sdict, chooser = plan.scenario, plan.chooser()
+        else:
+            sdict = scenario_dict(draw, mutants=self.mutants, **gen)
+            if how != "plain":
+                maybe_bursts(sdict, draw, always=how == "crowd")
+            # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
+            # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
+            # runs overrun its choice buffer, which it then reported as inconsistent data generation.
+            budget = data.draw(st.integers(0, self.choice_budget))
+            rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
+            chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"], fallback=interleaving_of(sdict))
         self._stop_at(wall)
-        chooser = RecordingChooser(lambda n: rng.randrange(n), budget, sdict["seed"], fallback=interleaving_of(sdict))
         try:
             with walled(wall):
                 verdict = run_scenario(sdict, chooser)
@@ -274,7 +281,7 @@ class _Search:
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
             if self.guide is not None:
-                self.guide.learn(draw, gen, verdict, how)  # before the merge: it keeps what is new
+                self.guide.learn(draw, gen, verdict, how, chooser.choices)  # before the merge: it keeps what is new
             r.abstract.merge(verdict.abstract)
             if self.progress is not None:
                 self.progress(1)

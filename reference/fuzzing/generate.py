@@ -63,7 +63,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
                   keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = (),
-                  interleave: bool = False, held_barriers: bool = False) -> dict[str, Any]:
+                  interleave: bool = False, held_barriers: bool = False,
+                  graph_shape: dict[str, Any] | None = None) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
     ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
@@ -79,6 +80,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     ``interleave``: the schedule explores interleavings on purpose (``generate_interleaving``), drawn
     after everything else, so the rest of the scenario is the one the same draws give without it;
     ``held_barriers`` makes every such scenario hold barriers (the expiry-unaligned focus).
+    ``graph_shape``: further arguments of ``generate_graph.graph_dict`` (a side pipeline, features to show).
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -106,7 +108,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
         # The batch engine's and the debloater's per-step work cost up to ten times a plain step.
         max_records //= 2
     graph = graph_dict(d, max_parallelism=max_parallelism, max_records=max_records, blocking=True, mask=mask,
-                       keyed=keyed_pressure)
+                       keyed=keyed_pressure, **(graph_shape or {}))
     is_batch = any(e["exchange"] == "blocking" for e in graph["edges"])
     execution = ExecutionGraph(JobGraph.from_json(graph))
     channels, subtasks = len(execution.channels), len(execution.subtasks)

@@ -33,46 +33,72 @@ _INPUTS = {"map": (1, 2), "filter": (1, 2), "keyed_count": (1, 2), "union": (1, 
 
 
 def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
-               blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False) -> dict[str, Any]:
+               blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False,
+               side_pipeline: bool = False, show: Collection[Feature] = ()) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict, using the graph features of ``mask`` (drawn from ``d``
     when None, then without at-least-once sinks, which only a caller asking for them gets).
     ``blocking=False`` keeps every exchange pipelined whatever the mask says; ``keyed`` makes the first
-    vertex after the sources a keyed one (when KEYED_COUNT is in the mask)."""
+    vertex after the sources a keyed one (when KEYED_COUNT is in the mask). ``side_pipeline`` adds a
+    source that feeds only its own sink: a second pipelined region beside the job, which a failure
+    can restart while the rest keeps running (a region failover aborts every pending checkpoint,
+    facts §9). ``show``: graph features of the mask the graph must exhibit (a guided campaign forcing a
+    feature pair, ``guided.force``): a vertex of each such kind, an edge of each such partitioner, a
+    multi-edge; where the mask alone makes one show in a third to two thirds of the graphs."""
     if mask is None:
         mask = draw_mask(d, off=(Feature.AT_LEAST_ONCE_SINK,))
-    builder = _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask)
-    return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask)
+    builder = _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask,
+                            set(show) & set(mask))
+    return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask, side=side_pipeline)
 
 
 class _GraphBuilder:
-    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of")
+    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of", "side", "show")
 
-    def __init__(self, d: Draw, mask: Collection[Feature], max_p: int, max_records: int, blocking: bool):
+    def __init__(self, d: Draw, mask: Collection[Feature], max_p: int, max_records: int, blocking: bool,
+                 show: set[Feature] | None = None):
         self.d, self.mask, self.max_p, self.max_records, self.blocking = d, mask, max_p, max_records, blocking
+        self.show = show or set()  # graph features still to exhibit (``graph_dict``); each leaves once shown
         self.vertices: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
         self.par: dict[str, int] = {}
         self.kind_of: dict[str, str] = {}
+        self.side = ""  # the side pipeline's source, which nothing but its own sink reads
 
-    def build(self, max_middle: int, keyed: bool = False) -> dict[str, Any]:
+    def build(self, max_middle: int, keyed: bool = False, side: bool = False) -> dict[str, Any]:
         d = self.d
         # One of two sources without records (a lone empty source would leave the job nothing to do),
         # so EMPTY_SOURCE makes two sources.
-        n_sources = max(d.integer(1, 2), 2 if Feature.EMPTY_SOURCE in self.mask else 1)
+        shown_kinds = [k for k, f in _KIND_FEATURE.items() if f in self.show]
+        # A kind of two inputs to show needs two producers before it (unless multi-edges join one pair twice).
+        two = Feature.MULTI_EDGE not in self.mask and any(_INPUTS[k][0] > 1 for k in shown_kinds)
+        n_sources = max(d.integer(1, 2), 2 if Feature.EMPTY_SOURCE in self.mask or two else 1)
         empty = d.integer(0, 1) if Feature.EMPTY_SOURCE in self.mask and n_sources == 2 else -1
         for i in range(n_sources):
             records = d.integer(max(1, self.max_records // 4), max(1, self.max_records))
             self.add(f"src{i}", "source", d.integer(1, self.max_p), records=0 if i == empty else records,
                      keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
+        if side:
+            # Listed with the sources, left out of every later choice of inputs; the loop below that
+            # gives each unread producer a sink of its own gives it one ({id}_out). Up to four times a
+            # source's records: a region that is still running while the job's checkpoints go on.
+            self.side = f"src{n_sources}"
+            self.add(self.side, "source", d.integer(1, self.max_p), records=d.integer(max(1, self.max_records),
+                     max(1, 4 * self.max_records)), keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
         kinds = [k for k in MIDDLE_KINDS if k == "map" or _KIND_FEATURE[k] in self.mask]
-        for i in range(max(d.integer(0, max_middle), int(keyed))):
+        # A vertex for each kind to show and an input edge for each partitioner to show.
+        shown = len(shown_kinds) + sum(f in self.show for f in _PARTITIONER_FEATURE.values())
+        for i in range(max(d.integer(0, max_middle), int(keyed) + shown)):
             # Without multi-edges a vertex needs as many producers as it has inputs.
             fits = [k for k in kinds if Feature.MULTI_EDGE in self.mask or _INPUTS[k][0] <= len(self.producers())]
-            kind = "keyed_count" if keyed and i == 0 else choice(d, fits)
+            wanted = [k for k in fits if _KIND_FEATURE.get(k) in self.show]
+            kind = "keyed_count" if keyed and i == 0 else wanted[0] if wanted else choice(d, fits)
+            if kind in _KIND_FEATURE:
+                self.show.discard(_KIND_FEATURE[kind])
             low, high = _INPUTS[kind]
             inputs = self.inputs(d.integer(low, high))
-            if Feature.MULTI_EDGE in self.mask and len(inputs) < 3 and chance(d, 2):
+            if Feature.MULTI_EDGE in self.mask and len(inputs) < 3 and (chance(d, 2) or Feature.MULTI_EDGE in self.show):
                 inputs.append(inputs[0])  # the same pair joined twice
+                self.show.discard(Feature.MULTI_EDGE)
             vid = f"{kind}{i}"
             extra = {"drop_every": d.integer(1, 6)} if kind == "filter" else {}
             self.add(vid, kind, self.parallelism_near(inputs), **extra)
@@ -97,7 +123,7 @@ class _GraphBuilder:
         self.par[vid], self.kind_of[vid] = p, kind
 
     def producers(self) -> list[str]:
-        return [v for v in self.par if self.kind_of[v] != "sink"]
+        return [v for v in self.par if self.kind_of[v] != "sink" and v != self.side]
 
     def inputs(self, n: int) -> list[str]:
         """``n`` producers; distinct ones unless multi-edges are on (then fewer when there are not n)."""
@@ -111,11 +137,13 @@ class _GraphBuilder:
         return out
 
     def parallelism_near(self, inputs: list[str]) -> int:
-        # Often the first input's, so that forward edges can occur.
-        return self.par[inputs[0]] if self.d.integer(0, 1) == 0 else self.d.integer(1, self.max_p)
+        # Often the first input's, so that forward edges can occur (always while one is to show).
+        same = self.d.integer(0, 1) == 0 or Feature.FORWARD in self.show
+        return self.par[inputs[0]] if same else self.d.integer(1, self.max_p)
 
     def delivery(self) -> str:
-        if Feature.AT_LEAST_ONCE_SINK in self.mask and chance(self.d, 2):
+        if Feature.AT_LEAST_ONCE_SINK in self.mask and (chance(self.d, 2) or Feature.AT_LEAST_ONCE_SINK in self.show):
+            self.show.discard(Feature.AT_LEAST_ONCE_SINK)
             return "at_least_once"
         return "exactly_once"
 
@@ -130,9 +158,14 @@ class _GraphBuilder:
 
     def partitioner(self, options: Sequence[str], src: str, dst: str) -> str:
         allowed = self.options(options, src, dst)
+        wanted = [p for p in allowed if _PARTITIONER_FEATURE.get(p) in self.show]
+        if wanted:
+            return wanted[0]
         return choice(self.d, allowed) if allowed else "rebalance"
 
     def edge(self, src: str, dst: str, partitioner: str, gate: int) -> None:
+        if partitioner in _PARTITIONER_FEATURE:
+            self.show.discard(_PARTITIONER_FEATURE[partitioner])
         self.edges.append({"from": src, "to": dst, "partitioner": partitioner, "exchange": self.exchange(), "gate": gate})
 
     def connect(self, vid: str, kind: str, inputs: list[str]) -> None:
@@ -150,7 +183,9 @@ class _GraphBuilder:
         else:
             # A family every input can use (rebalance always can), so the gate never mixes two.
             families = [f for f in SINGLE_GATE_FAMILIES if all(self.options(f, src, vid) for src in inputs)]
-            family = choice(self.d, families)
+            wanted = [f for f in families if any(_PARTITIONER_FEATURE.get(p) in self.show
+                                                 for src in inputs for p in self.options(f, src, vid))]
+            family = wanted[0] if wanted else choice(self.d, families)
             for src in inputs:
                 self.edge(src, vid, self.partitioner(family, src, vid), 0)
 

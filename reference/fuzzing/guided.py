@@ -8,7 +8,11 @@ scenarios are, about half the time, mutants of a corpus entry: the same draws wi
 the tail drawn afresh, which mostly keeps the graph and changes timing, schedule or faults. Entries
 that reached rare cells are picked more often. Fresh scenarios walk the campaign foci
 (``verdicts.FEATURE_CYCLE``), half of them with the interleaving knobs (``interleave``), and force on
-the swarm feature pair that runs have reached least so far.
+the swarm feature pair that runs have reached least so far. While a channel transition that needs a
+savepoint or a failover in one precise step is unreached, half the mutants are timed replays of an
+entry whose run marked such a step (``reference.fuzzing.timed``), and some fresh scenarios take the
+shape that marks them (``shapes.CROWD``), as do the restore and stale cells a campaign reaches
+rarely (``reference.fuzzing.shapes``).
 
 ``seconds`` is a wall (``reference.core.deadline``), as in the other campaigns: the deadline is
 checked on entry of each scenario and every scenario runs inside it, so none overruns it; one the
@@ -29,14 +33,25 @@ from typing import Any
 from cutcheck.model.errors import CutcheckError
 from cutcheck.reference.core.coverage import Coverage
 from cutcheck.reference.core.deadline import BudgetExhausted, walled
-from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE, AbstractCoverage, Cell, cell_name
-from cutcheck.reference.fuzzing.generate import scenario_dict
+from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, Cell, cell_name
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
+from cutcheck.reference.fuzzing.shapes import CROWD, SHAPE_EVERY, WARM_UP
+from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
 from cutcheck.reference.fuzzing.swarm import LATE, MASKABLE, Draw, Feature
+from cutcheck.reference.fuzzing.timed import (
+    Replay,
+    ReplayChooser,
+    replay,
+    replayable,
+    wanted_moments,
+)
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict, run_scenario, verdict_of_seed
 
 MUTATE_SHARE = 0.5  # of the scenarios once the corpus has entries
 INTERLEAVE_SHARE = 0.5  # of the fresh scenarios: the interleaving knobs drawn too
 MAX_CORPUS = 200  # entries kept (the ones with the rarest cells when full)
+REPLAY_SHARE = 0.5  # of the mutants, while a timed transition is unreached and some entry marked a moment for it
 SEED_RANGE = 2**31 - 1  # a draw this wide is a seed
 
 
@@ -44,15 +59,13 @@ class RecordingDraw:
     """Draws integers from ``rng`` (after replaying ``prefix``, each value folded into its range) and
     records every value, so the scenario can be mutated draw by draw."""
 
-    __slots__ = ("_rng", "_prefix", "draws", "seeds", "moments")
+    __slots__ = ("_rng", "_prefix", "draws", "seeds")
 
-    def __init__(self, rng: random.Random | None, prefix: Sequence[int] = (),
-                 moments: dict[str, list[tuple[int, str]]] | None = None):
+    def __init__(self, rng: random.Random | None, prefix: Sequence[int] = ()):
         self._rng = rng
         self._prefix = list(prefix)
         self.draws: list[int] = []
         self.seeds: list[int] = []  # positions of seed-sized draws (the scenario's seed, which drives its schedule)
-        self.moments = moments or {}  # a mutant's: its parent's run's (``timed_event``)
 
     def fresh(self, lo: int, hi: int) -> int:
         """A draw past the prefix (a Hypothesis campaign's subclass draws it through Hypothesis)."""
@@ -80,12 +93,16 @@ class Entry:
     gen: dict[str, Any]
     cells: frozenset[Cell]
     moments: dict[str, list[tuple[int, str]]] = field(default_factory=dict)  # its run's (``AbstractCoverage.moments``)
+    # What replays it step for step (``timed``): the scenario it ran and its scheduler's scripted choices.
+    scenario: dict[str, Any] = field(default_factory=dict)
+    choices: list[int] = field(default_factory=list)
 
 
 @dataclass(slots=True)
 class GuidedResult:
     examples: int = 0
     mutated: int = 0  # scenarios that were mutants of corpus entries
+    replayed: int = 0  # timed replays of corpus entries (``timed``)
     seconds: float = 0.0
     failure: Verdict | None = None
     found_after: float | None = None  # seconds into the campaign
@@ -100,7 +117,8 @@ class GuidedResult:
         return self.failure is None
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"scenarios_run": self.examples, "mutated": self.mutated, "corpus": self.corpus,
+        out: dict[str, Any] = {"scenarios_run": self.examples, "mutated": self.mutated, "replayed": self.replayed,
+                               "corpus": self.corpus,
                                "seconds": self.seconds, "found_after": self.found_after,
                                "abstract_coverage": self.abstract.to_json(), "coverage": self.coverage.to_json(),
                                "first_reached": self.first_reached, "cut_by_wall": self.cut_by_wall}
@@ -124,24 +142,38 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
     wall = start + seconds if seconds is not None else None
     while (examples is None or result.examples < examples) and (wall is None or time.monotonic() < wall):
         parent = pick(rng, corpus, result.abstract) if corpus and rng.random() < MUTATE_SHARE else None
-        if parent is not None:
+        timed = timed_entries(corpus, result.abstract) if parent is not None and result.examples >= WARM_UP else []
+        plan: Replay | None = None
+        if timed and rng.random() < REPLAY_SHARE:
+            parent = pick(rng, timed, result.abstract)
+            kind = rng.choice(wanted_moments(parent.moments, result.abstract))
+            plan = replay(parent.scenario, parent.choices, kind, rng.choice(parent.moments[kind]))
+            gen, prefix = parent.gen, []
+            replayed = (list(parent.draws), list(parent.seeds))  # its corpus entry mutates the parent's draws
+        elif parent is not None:
             gen, prefix = parent.gen, mutate(rng, parent.draws, parent.seeds)
             result.mutated += 1
         else:
-            gen, prefix = fresh_gen(rng, result.examples, result.abstract), []
-        draw = RecordingDraw(rng, prefix, wanted_moments(parent.moments, result.abstract) if parent is not None else None)
-        sdict = scenario_dict(draw, mutants=mutants, **gen)
-        maybe_bursts(sdict, draw)
+            gen, prefix = fresh_gen(rng, result.examples, result.abstract, corpus), []
+        draw = RecordingDraw(rng, prefix)
+        chooser: ReplayChooser | None = None
+        if plan is None:
+            sdict = scenario_dict(draw, mutants=mutants, **gen)
+            maybe_bursts(sdict, draw, always=gen == CROWD)
+        else:
+            draw.draws, draw.seeds = replayed
+            sdict, chooser = plan.scenario, plan.chooser()
+            result.replayed += 1
         try:
             with walled(wall):
-                verdict = run_scenario(sdict)
+                verdict = run_scenario(sdict, chooser)
         except BudgetExhausted:
             result.cut_by_wall += 1  # unjudged: a run cut short says nothing about the protocol
             break
         result.examples += 1
         if progress is not None:
             progress(1)
-        for cell in keep(corpus, draw, gen, verdict, result.abstract):
+        for cell in keep(corpus, draw, gen, verdict, result.abstract, chooser.choices if chooser is not None else ()):
             result.first_reached[cell_name(cell)] = round(time.monotonic() - start, 2)
         result.abstract.merge(verdict.abstract)
         result.coverage.merge(verdict.coverage)
@@ -155,15 +187,18 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
 
 
 def keep(corpus: list[Entry], draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict,
-         reached: AbstractCoverage) -> set[Cell]:
+         reached: AbstractCoverage, choices: Sequence[int] = ()) -> set[Cell]:
     """The cells ``verdict``'s run reached that ``reached`` (the campaign's, before this run is merged)
     has not; with any, the scenario joins ``corpus`` (past ``MAX_CORPUS`` entries, the one with the most
-    common cells leaves)."""
+    common cells leaves), with what replays its run (its scenario and the scheduler's ``choices``)."""
     new = reached.new_in(verdict.abstract)
-    if new:
+    # A run that marked the first moment for an unreached timed transition is kept for its replays, new
+    # cells or not (the first only: a moment of a common kind would otherwise fill the corpus).
+    if new or (replayable(verdict.scenario) and any(not any(e.moments.get(k) for e in corpus)
+                                                    for k in wanted_moments(verdict.abstract.moments, reached))):
         cells = frozenset(c for c, n in verdict.abstract.hits.items() if n)
-        corpus.append(Entry(list(draw.draws), list(draw.seeds), gen, cells,
-                            {k: list(v) for k, v in verdict.abstract.moments.items()}))
+        moments = {k: list(v) for k, v in verdict.abstract.moments.items()} if replayable(verdict.scenario) else {}
+        corpus.append(Entry(list(draw.draws), list(draw.seeds), gen, cells, moments, verdict.scenario, list(choices)))
         if len(corpus) > MAX_CORPUS:
             corpus.remove(min(corpus, key=lambda e: _rarity(e, reached)))
     return new
@@ -188,9 +223,13 @@ def mutate(rng: random.Random, draws: Sequence[int], seeds: Sequence[int] = ()) 
     return out
 
 
-def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage) -> dict[str, Any]:
+def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage, corpus: Sequence[Entry] = ()) -> dict[str, Any]:
     """The next focus of the cycle, with the interleaving knobs half the time, and the least-reached
-    reachable pair of maskable swarm features forced on."""
+    reachable pair of maskable swarm features forced on; while a rarely reached cell is unreached,
+    one in ``shapes.SHAPE_EVERY`` the shape that makes it (``shapes.wanted``)."""
+    shapes = wanted_shapes(reached, corpus, n)
+    if shapes and rng.randrange(SHAPE_EVERY) == 0:
+        return dict(rng.choice(shapes)[1])
     focus = FEATURE_CYCLE[n % len(FEATURE_CYCLE)]
     gen = dict(FOCI[focus])
     if focus != "batch" and rng.random() < INTERLEAVE_SHARE:
@@ -198,7 +237,10 @@ def fresh_gen(rng: random.Random, n: int, reached: AbstractCoverage) -> dict[str
     return force(gen, least_reached_pair(rng, reached, gen))
 
 
+# Pairs with a checkpointing mode (a reported feature, not in the mask) are forced through ``modes``.
+MODE_OF = {Feature.UNALIGNED: "unaligned", Feature.ALIGNED_TIMEOUT: "aligned_timeout"}
 _MASKABLE = {f.value: f for f in (*MASKABLE, *LATE)}  # LATE: drawn last, forced all the same
+_FORCIBLE = _MASKABLE | {f.value: f for f in MODE_OF}
 # What a feature needs on beside it to show in a scenario at all (generate, generate_faults): forcing
 # a pair forces these too, else the pair would be asked for and never reached.
 NEEDS: dict[Feature, tuple[Feature, ...]] = {
@@ -231,23 +273,24 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
         excluded.add(Feature.RESUBMIT)  # a resubmit is drawn only for scenarios without rescales
     if "aligned" not in gen.get("modes", ("aligned",)):
         excluded.add(Feature.CONCURRENT)  # concurrent checkpoints are drawn for aligned mode only
+    excluded |= {f for f, mode in MODE_OF.items() if mode not in gen.get("modes", MODES)}
     return excluded
 
 
 def ranked_pairs(reached: AbstractCoverage, gen: dict[str, Any]) -> list[tuple[Feature, Feature]]:
-    """The reachable pairs of maskable features the focus ``gen`` does not rule out, fewest hits first
-    (ties in name order): a batch focus walks the pairs with blocking exchanges, the others never
-    force a batch job."""
+    """The reachable pairs of maskable features (and checkpointing modes, ``MODE_OF``) the focus ``gen``
+    does not rule out, fewest hits first (ties in name order): a batch focus walks the pairs with
+    blocking exchanges, the others never force a batch job."""
     excluded = _excluded(gen)
     batch = bool(gen.get("batch"))
     ranked: list[tuple[int, str, str]] = []
     for cell, why in ABSTRACT_UNIVERSE.items():
-        if cell[0] != "pair" or why is not None or cell[1] not in _MASKABLE or cell[2] not in _MASKABLE:
+        if cell[0] != "pair" or why is not None or cell[1] not in _FORCIBLE or cell[2] not in _FORCIBLE:
             continue
-        pair = (_MASKABLE[cell[1]], _MASKABLE[cell[2]])
+        pair = (_FORCIBLE[cell[1]], _FORCIBLE[cell[2]])
         if not excluded & set(with_needs(pair)) and (Feature.BLOCKING in pair) == batch:
             ranked.append((reached.hits[cell], cell[1], cell[2]))
-    return [(_MASKABLE[a], _MASKABLE[b]) for _, a, b in sorted(ranked)]
+    return [(_FORCIBLE[a], _FORCIBLE[b]) for _, a, b in sorted(ranked)]
 
 
 def least_reached_pair(rng: random.Random, reached: AbstractCoverage, gen: dict[str, Any]) -> tuple[Feature, ...]:
@@ -266,13 +309,21 @@ def pair_hits(reached: AbstractCoverage, pair: tuple[Feature, Feature]) -> int:
 
 
 def force(gen: dict[str, Any], pair: Sequence[Feature]) -> dict[str, Any]:
-    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own;
-    concurrent checkpoints with aligned mode, the only one that draws them."""
+    """``gen`` with the features of ``pair`` and what they need (``with_needs``) forced on beside its own,
+    a checkpointing mode of the pair as the only mode (concurrent checkpoints with aligned mode, the
+    only one that draws them), and the pair's graph features shown in the graph (``graph_dict``'s
+    ``show``: a forced vertex kind otherwise shows in a third of the graphs)."""
     if not pair:
         return gen
-    out = gen | {"on": tuple(dict.fromkeys((*gen.get("on", ()), *with_needs(pair))))}
+    on = (*gen.get("on", ()), *(f for f in with_needs(pair) if f not in MODE_OF))
+    out = gen | {"on": tuple(dict.fromkeys(on)), "graph_shape": gen.get("graph_shape", {}) | {"show": tuple(pair)}}
+    for f in pair:
+        if f in MODE_OF:
+            out["modes"] = (MODE_OF[f],)
     if Feature.CONCURRENT in pair:
         out["modes"] = ("aligned",)
+    if Feature.RESUBMIT in pair:
+        out["rescale"] = False  # a resubmit is drawn only for scenarios without rescales
     return out
 
 
@@ -299,59 +350,22 @@ def guided_verdict_of_seed(seed: int, mutants: Sequence[str] = ()) -> dict[str, 
 BURSTS = 4  # savepoint bursts a scenario may get (``savepoint_bursts``)
 
 
-def maybe_bursts(sdict: dict[str, Any], draw: Draw) -> None:
-    """One guided scenario in four gets ``savepoint_bursts`` (drawn last: it shrinks to none); not a
-    batch job (no checkpoints), a resubmit (its second job restores what the first one's savepoints
-    decided) or at-least-once checkpointing."""
+def maybe_bursts(sdict: dict[str, Any], draw: Draw, *, always: bool = False) -> None:
+    """One guided scenario in four (``always``: every one) gets ``savepoint_bursts`` (drawn last: it
+    shrinks to none); not a batch job (no checkpoints), a resubmit (its second job restores what the
+    first one's savepoints decided) or at-least-once checkpointing."""
     if (any(e.get("exchange") == "blocking" for e in sdict["graph"]["edges"]) or "resubmit" in sdict
             or sdict["checkpoint"].get("mode") == "at_least_once"):
         return
-    if draw.integer(0, 3) == 3:
+    if draw.integer(0, 3) == 3 or always:
         savepoint_bursts(sdict, draw)
-    if isinstance(draw, RecordingDraw) and draw.moments and draw.integer(0, 1):
-        timed_event(sdict, draw, draw.moments)
 
 
-# The channel transitions each kind of moment provokes (``timed_event``).
-TIMED_FOR: dict[str, Cell] = {"starts": ("transition", "idle/1", "persisting/2+"),
-                              "ends": ("transition", "persisting/1", "idle/2+"),
-                              "crowded": ("transition", "persisting/2+", "idle/0")}
+def timed_entries(corpus: Sequence[Entry], reached: AbstractCoverage) -> list[Entry]:
+    """The entries whose run marked a moment for a transition ``reached`` lacks (``timed``)."""
+    return [e for e in corpus if e.moments and wanted_moments(e.moments, reached)]
 
 
-def wanted_moments(moments: dict[str, list[tuple[int, str]]],
-                   reached: AbstractCoverage) -> dict[str, list[tuple[int, str]]]:
-    """The moments whose transition (``TIMED_FOR``) the campaign has not reached, or all of them once
-    it reached every one: a timed event spent on a reached transition finds nothing new."""
-    wanted = {k: v for k, v in moments.items() if k in TIMED_FOR and not reached.hits[TIMED_FOR[k]]}
-    return wanted or moments
-
-
-def timed_event(sdict: dict[str, Any], draw: Draw, moments: dict[str, list[tuple[int, str]]]) -> None:
-    """A mutant's savepoint or failure timed at a step its parent's run marked (``AbstractCoverage.moments``):
-    two savepoints due where a channel started or ended persisting (a checkpoint pending and the
-    channel changing in one step: ``idle/1 -> persisting/2+``, ``persisting/1 -> idle/2+``), or the
-    first scheduled failure moved to where a channel persisted with 2+ checkpoints pending (a failover
-    aborting them all: ``persisting/2+ -> idle/0``). Chance coincidences of one step in hundreds
-    otherwise; the mutant mostly replays its parent up to that step. Drawn last: it shrinks to none."""
-    kinds = [k for k in ("starts", "ends", "crowded") if moments.get(k)]
-    if not kinds:
-        return
-    kind = kinds[draw.integer(0, len(kinds) - 1)]
-    steps = moments[kind]
-    step, task = steps[draw.integer(0, len(steps) - 1)]
-    if not 0 < step < sdict.get("max_steps", 0):
-        return
-    if kind != "crowded":
-        sdict["savepoints"] = [*sdict.get("savepoints", []), {"at_step": step}, {"at_step": step}]
-    elif sdict.get("failures") and not sdict.get("rescales"):  # a rescale's failure keeps its timing
-        # Another subtask of the persisting channel's vertex: in a job of pipelined regions, a region
-        # failover that leaves this channel's region running, so the observer sees it go idle.
-        vertex, _, index = task.rpartition("[")
-        par = {v["id"]: v["parallelism"] for v in sdict["graph"]["vertices"]}.get(vertex, 1)
-        target = sdict["failures"][0]["target"]
-        if par > 1:
-            target = f"{vertex}[{(int(index.rstrip(']')) + draw.integer(1, par - 1)) % par}]"
-        sdict["failures"][0] = {"at_step": step, "target": target}
 
 
 def savepoint_bursts(sdict: dict[str, Any], draw: Draw) -> None:

@@ -18,7 +18,7 @@ from typing import Any
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.guided import (
     PAIR_CHOICES,
-    TIMED_FOR,
+    REPLAY_SHARE,
     Entry,
     RecordingDraw,
     force,
@@ -27,8 +27,11 @@ from cutcheck.reference.fuzzing.guided import (
     pair_hits,
     pick,
     ranked_pairs,
-    wanted_moments,
+    timed_entries,
 )
+from cutcheck.reference.fuzzing.shapes import SHAPE_EVERY, WARM_UP
+from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
+from cutcheck.reference.fuzzing.timed import Replay, replay, wanted_moments
 from cutcheck.reference.fuzzing.verdicts import FEATURE_CYCLE, FOCI, Verdict
 
 NEEDY = 3  # foci an example may be steered to (the ones with the least-reached pairs)
@@ -126,8 +129,8 @@ class HypothesisRecordingDraw(RecordingDraw):
 
     __slots__ = ("_data",)
 
-    def __init__(self, data: Any, prefix: Sequence[int] = (), moments: dict[str, list[tuple[int, str]]] | None = None):
-        super().__init__(None, prefix, moments)
+    def __init__(self, data: Any, prefix: Sequence[int] = ()):
+        super().__init__(None, prefix)
         self._data = data
 
     def fresh(self, lo: int, hi: int) -> int:
@@ -149,19 +152,27 @@ class GuidedExamples:
     are fresh: the cycle's focus (one in four steered to a focus whose allowed pairs are least
     reached) with the interleaving knobs in one in four, one of the ``PAIR_CHOICES`` least-reached
     swarm-feature pairs the focus allows forced on, and now and then savepoint bursts
-    (``guided.maybe_bursts``).
+    (``guided.maybe_bursts``). While a transition that needs an event in one precise step is unreached
+    (``timed.TIMED_FOR``), half the mutants are timed replays of an entry whose run marked such a step,
+    and while a cell the cycle reaches rarely is unreached, one fresh example in ``SHAPE_EVERY`` takes the
+    shape that makes it (``shapes.wanted``: the one that marks failover moments among them).
 
     Examples see the corpus and the counts as they were when their batch began (``freeze``): Hypothesis
     replays an example's draws while it shrinks, and the same draws must give the same scenario. Every
     draw shrinks towards a fresh scenario of the first focus with no knobs, forcing the least-reached pair.
     """
 
-    __slots__ = ("corpus", "reached", "mutated", "active", "_corpus", "_hits", "_needy", "_starved")
+    __slots__ = ("corpus", "reached", "mutated", "replayed", "shaped", "seen", "active", "_corpus", "_hits", "_needy",
+                 "_starved", "_shapes")
 
     def __init__(self, reached: AbstractCoverage):
         self.corpus: list[Entry] = []
         self.reached = reached  # the campaign's, merged after each example
         self.mutated = 0
+        self.replayed = 0  # timed replays run (``timed``)
+        self.seen = 0  # examples run
+        self.shaped: Counter[str] = Counter()  # fresh examples per shape run (``shapes.wanted``)
+        self._shapes: list[tuple[str, dict[str, Any]]] = []  # the batch's (``shapes.wanted``)
         self.active = False  # this batch is guided (``freeze``)
         self._corpus: tuple[Entry, ...] = ()
         self._hits = AbstractCoverage()
@@ -185,36 +196,55 @@ class GuidedExamples:
         self._needy = tuple(sorted(least, key=lambda f: least[f])[:NEEDY])
         # Steered one in two while a pair is unreached (one in four after).
         self._starved = least[self._needy[0]][0] == 0
+        self._shapes = wanted_shapes(hits, self._corpus, self.seen)
 
-    def draw(self, data: Any) -> tuple[dict[str, Any], HypothesisRecordingDraw, str]:
-        """The generator settings and the draw of one example, and how it was guided: "plain" (the
-        cycle's focus alone, as an unguided campaign draws it), "fresh" or "mutant"."""
+    def draw(self, data: Any) -> tuple[dict[str, Any], RecordingDraw, str, Replay | None]:
+        """The generator settings and the draw of one example, how it was guided: "plain" (the cycle's
+        focus alone, as an unguided campaign draws it), "fresh", a shape's name (``shapes.wanted``), "mutant" or
+        "replay", and for a replay what it runs (``timed.replay``: the draw then only records the
+        parent's draws, for the corpus)."""
         from hypothesis import strategies as st
 
         focus = FEATURE_CYCLE[data.draw(st.integers(0, len(FEATURE_CYCLE) - 1))]
         if not self.active:  # a plain batch: the unguided campaign's example, draw for draw
-            return dict(FOCI[focus]), HypothesisRecordingDraw(data), "plain"
+            return dict(FOCI[focus]), HypothesisRecordingDraw(data), "plain", None
         steer = data.draw(st.integers(0, 3))  # one in four (two while a pair is unreached): a needy focus
         if steer == 3 or (self._starved and steer == 2):
             focus = self._needy[data.draw(st.integers(0, len(self._needy) - 1))]
         if self._corpus and data.draw(st.integers(0, 1)):
             rng = random.Random(data.draw(st.integers(0, 2**32 - 1)))
-            # Half the time, while a timed transition is unreached, a parent whose run marked a moment
-            # for it (``guided.timed_event``): picked by rarity alone, few mutants had one.
-            timed = [e for e in self._corpus if any(k in TIMED_FOR and not self._hits.hits[TIMED_FOR[k]]
-                                                    for k in e.moments)]
-            parent = pick(rng, timed if timed and rng.random() < 0.5 else self._corpus, self._hits)
-            return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds),
-                                                             wanted_moments(parent.moments, self._hits)), "mutant"
+            # While a timed transition is unreached, half the mutants replay a parent whose run marked a
+            # moment for it, with the event that provokes it at that step (``timed``).
+            timed = timed_entries(self._corpus, self._hits) if self.seen >= WARM_UP else []
+            if timed and rng.random() < REPLAY_SHARE:
+                parent = pick(rng, timed, self._hits)
+                kind = rng.choice(wanted_moments(parent.moments, self._hits))
+                plan = replay(parent.scenario, parent.choices, kind, rng.choice(parent.moments[kind]))
+                recorded = HypothesisRecordingDraw(data)
+                recorded.draws, recorded.seeds = list(parent.draws), list(parent.seeds)
+                return dict(parent.gen), recorded, "replay", plan
+            parent = pick(rng, self._corpus, self._hits)
+            return dict(parent.gen), HypothesisRecordingDraw(data, mutate(rng, parent.draws, parent.seeds)), "mutant", None
+        if self._shapes and data.draw(st.integers(0, SHAPE_EVERY - 1)) == 0:
+            name, shape = self._shapes[data.draw(st.integers(0, len(self._shapes) - 1))]
+            # Drawn from a seed, not value by value: Hypothesis favours the bounds of each range (one
+            # subtask, few records), and the rates a shape is tuned for are those of uniform draws.
+            return dict(shape), RecordingDraw(random.Random(data.draw(st.integers(0, 2**32 - 1)))), name, None
         gen = dict(FOCI[focus])
         if focus != "batch" and data.draw(st.integers(0, 3)) == 3:  # one in four: its runs are longer
             gen["interleave"] = True
         ranked = ranked_pairs(self._hits, gen)
         if ranked:
             gen = force(gen, ranked[data.draw(st.integers(0, min(len(ranked), PAIR_CHOICES) - 1))])
-        return gen, HypothesisRecordingDraw(data), "fresh"
+        return gen, HypothesisRecordingDraw(data), "fresh", None
 
-    def learn(self, draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict, how: str) -> None:
-        """Keep the example's scenario when its run reached new cells (call before merging its coverage)."""
-        keep(self.corpus, draw, gen, verdict, self.reached)
+    def learn(self, draw: RecordingDraw, gen: dict[str, Any], verdict: Verdict, how: str,
+              choices: Sequence[int] = ()) -> None:
+        """Keep the example's scenario, with its scheduler's ``choices``, when its run reached new cells
+        (call before merging its coverage)."""
+        keep(self.corpus, draw, gen, verdict, self.reached, choices)
         self.mutated += how == "mutant"
+        self.replayed += how == "replay"
+        self.seen += 1
+        if how not in ("plain", "fresh", "mutant", "replay"):
+            self.shaped[how] += 1

@@ -7,6 +7,7 @@ import importlib
 import json
 import random
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -55,7 +56,7 @@ def test_a_guided_campaign_is_reproduced_by_its_seed_and_keeps_new_states() -> N
     two = guided_campaign(seconds=None, examples=6, seed=2)
     assert one.ok and one.examples == 6
     assert one.abstract.hits == two.abstract.hits and one.corpus == two.corpus
-    assert 1 <= one.corpus <= 6 and one.mutated >= 1
+    assert 1 <= one.corpus <= 6 and one.mutated + one.replayed >= 1  # corpus entries run again, mutated or replayed
     assert one.to_json()["abstract_coverage"]["reachable_cells"] == one.abstract.reachable()
     assert set(one.first_reached) == {name for name in one.to_json()["abstract_coverage"]["reached"]}
 
@@ -205,35 +206,173 @@ def test_a_hypothesis_campaign_draws_the_same_whatever_source_the_command_loaded
     assert before.abstract.hits == after.abstract.hits and before.covered.to_json() == after.covered.to_json()
 
 
-def test_a_savepoint_pair_timed_where_a_channel_started_persisting_crowds_that_step() -> None:
-    """One step where a trigger and a channel's change coincide: by chance one step in hundreds; timed
-    at a step its parent's run marked (``guided.timed_event``), the mutant reaches it at once."""
-    from cutcheck.reference.fuzzing.guided import maybe_bursts, timed_event
-    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+def _crowd_parent(seed: int = 20) -> tuple[dict[str, Any], list[int], Any]:
+    """A run of the crowded shape (``timed.CROWD``) driven, as a Hypothesis example's is, by a recording
+    chooser for its first choices: its scenario, those choices, and its verdict."""
+    from cutcheck.reference.fuzzing.guided import maybe_bursts
+    from cutcheck.reference.fuzzing.shapes import CROWD
+    from cutcheck.reference.fuzzing.verdicts import run_scenario
+    from cutcheck.reference.runtime.scheduler import RecordingChooser, interleaving_of
 
-    cell = ("transition", "idle/1", "persisting/2+")
-    sdict = scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"])
-    parent = run_scenario(json.loads(json.dumps(sdict)))
+    draw = RecordingDraw(random.Random(seed))
+    sdict = scenario_dict(draw, **CROWD)
+    maybe_bursts(sdict, draw, always=True)
+    rng = random.Random(1)
+    chooser = RecordingChooser(lambda n: rng.randrange(n), 40, sdict["seed"], fallback=interleaving_of(sdict))
+    return sdict, chooser.choices, run_scenario(json.loads(json.dumps(sdict)), chooser)
+
+
+def test_a_replay_without_an_event_is_its_parents_run_step_for_step() -> None:
+    from cutcheck.reference.fuzzing.timed import ReplayChooser
+    from cutcheck.reference.fuzzing.verdicts import run_scenario
+    from cutcheck.reference.runtime.scheduler import interleaving_of
+
+    sdict, choices, parent = _crowd_parent()
+    assert len(choices) == 40
+    again = run_scenario(json.loads(json.dumps(sdict)), ReplayChooser(choices, sdict["seed"], interleaving_of(sdict)))
+    assert again.abstract.hits == parent.abstract.hits and again.abstract.moments == parent.abstract.moments
+    plain = run_scenario(json.loads(json.dumps(sdict)))  # the scenario's own chooser: another run
+    assert plain.abstract.moments != parent.abstract.moments
+
+
+def test_a_failover_of_another_region_at_a_crowded_step_aborts_every_pending_checkpoint_there() -> None:
+    """persisting/2+ -> idle/0: by chance one failure in thousands; replayed with a failure of a running
+    subtask of another region one step after a step its parent's run marked, at once."""
+    from cutcheck.model.execution import ExecutionGraph, SubtaskId
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.model.regions import failover_set
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR, replay
+    from cutcheck.reference.fuzzing.verdicts import run_scenario
+
+    cell = TIMED_FOR["crowded"]
+    sdict, choices, parent = _crowd_parent()
     assert parent.ok and parent.abstract.hits[cell] == 0
-    starts = parent.abstract.moments["starts"]
-    assert starts and all(step > 0 and "[" in task for step, task in starts)
-    timed_event(sdict, RecordingDraw(random.Random(0), [0, 0]), {"starts": starts})
-    assert sdict["savepoints"][-2:] == [{"at_step": starts[0][0]}] * 2
-    child = run_scenario(sdict)
+    crowded = parent.abstract.moments["crowded"]
+    assert crowded
+    step, target = crowded[0]
+    plan = replay(sdict, choices, "crowded", crowded[0])
+    assert plan.scenario["failures"][-1] == {"at_step": step + 1, "target": target}
+    assert "failures" not in sdict or len(sdict["failures"]) == len(plan.scenario["failures"]) - 1  # a copy
+    execution = ExecutionGraph(JobGraph.from_json(sdict["graph"]))
+    persisting = {sid for sid in execution.subtasks if sid not in failover_set(execution, SubtaskId.parse(target))}
+    assert persisting  # the failed subtask's region failover leaves the rest of the job running
+    chooser = plan.chooser()
+    child = run_scenario(plan.scenario, chooser)
     assert child.ok and child.abstract.hits[cell] > 0
-    fresh = RecordingDraw(random.Random(0), [0])  # no parent, no moments: no timed event is drawn
-    maybe_bursts(scenario_dict(RecordingDraw(random.Random(0)), **FOCI["unaligned"]), fresh)
-    assert len(fresh.draws) == 1
+    # The replay's every choice is recorded: as the scenario's scripted choices it runs the same way.
+    plan.scenario["schedule"]["choices"] = chooser.choices
+    assert run_scenario(plan.scenario).abstract.hits == child.abstract.hits
 
 
-def test_timed_events_go_to_the_transitions_not_yet_reached() -> None:
-    from cutcheck.reference.fuzzing.guided import TIMED_FOR, wanted_moments
+def test_a_savepoint_timed_where_a_channel_started_or_ended_persisting_crowds_that_step() -> None:
+    """At the marked step the savepoint's trigger gives the sources an action each; the replay still
+    runs the action that moved the channel in its parent's run."""
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR, replay
+    from cutcheck.reference.fuzzing.verdicts import run_scenario
 
-    moments = {"starts": [(5, "m[0]")], "ends": [(9, "m[0]")], "crowded": [(7, "m[1]")]}
+    sdict, choices, parent = _crowd_parent()
+    for kind in ("starts", "ends"):
+        moments = parent.abstract.moments[kind]
+        assert moments and parent.abstract.hits[TIMED_FOR[kind]] == 0
+        assert all(step > 0 and "#" in channel for step, channel in moments)
+        reached = 0
+        for moment in moments:
+            plan = replay(sdict, choices, kind, moment)
+            assert plan.scenario["savepoints"][-1] == {"at_step": moment[0]}
+            child = run_scenario(plan.scenario, plan.chooser())
+            assert child.ok
+            reached += child.abstract.hits[TIMED_FOR[kind]] > 0
+        assert reached == len(moments)
+
+
+def test_timed_replays_go_to_the_transitions_not_yet_reached() -> None:
+    from cutcheck.reference.fuzzing.guided import Entry, timed_entries
+    from cutcheck.reference.fuzzing.shapes import WARM_UP, wanted
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR, wanted_moments
+
+    def crowd_wanted(corpus: list[Entry], reached: AbstractCoverage) -> bool:
+        assert wanted(reached, corpus, WARM_UP - 1) == []  # the first examples are the search's alone
+        return "crowd" in [name for name, _ in wanted(reached, corpus, WARM_UP)]
+
+    moments = {"starts": [(5, "m[0]#0")], "ends": [(9, "m[0]#1")], "crowded": [(7, "src1[0]")]}
     reached = AbstractCoverage()
-    assert wanted_moments(moments, reached) == moments
+    assert wanted_moments(moments, reached) == ["starts", "ends", "crowded"]
     reached.hits[TIMED_FOR["starts"]] += 1
-    reached.hits[TIMED_FOR["crowded"]] += 1
-    assert wanted_moments(moments, reached) == {"ends": [(9, "m[0]")]}
+    entry = Entry([], [], {}, frozenset(), moments, {"graph": {}})
+    assert wanted_moments(moments, reached) == ["ends", "crowded"] and timed_entries([entry], reached) == [entry]
+    assert not crowd_wanted([entry], reached)  # a parent for the failover is there: replays take over
+    assert crowd_wanted([], reached)
     reached.hits[TIMED_FOR["ends"]] += 1
-    assert wanted_moments(moments, reached) == moments  # every one reached: any moment will do
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    assert wanted_moments(moments, reached) == [] and timed_entries([entry], reached) == []
+    assert not crowd_wanted([], reached)  # reached: no more crowded shapes
+
+
+def test_a_side_pipeline_is_a_region_of_its_own_fed_by_nothing_else() -> None:
+    from cutcheck.model.execution import ExecutionGraph
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.model.regions import pipelined_regions
+
+    for seed in range(10):
+        graph = scenario_dict(RecordingDraw(random.Random(seed)), graph_shape={"side_pipeline": True})["graph"]
+        sources = [v["id"] for v in graph["vertices"] if v["kind"] == "source"]
+        side = sources[-1]
+        assert [(e["from"], e["to"]) for e in graph["edges"] if side in (e["from"], e["to"])] == [(side, f"{side}_out")]
+        execution = ExecutionGraph(JobGraph.from_json(graph))
+        regions = pipelined_regions(execution)
+        assert not any(r & {s for s in execution.subtasks if s.vertex == side} and
+                       r & {s for s in execution.subtasks if s.vertex == "sink"} for r in regions)
+
+
+def test_crowded_moments_name_a_running_subtask_outside_the_persisting_channels_region() -> None:
+    from cutcheck.reference import Scenario, simulate
+    from cutcheck.reference.fuzzing.abstract_coverage import AbstractObserver
+
+    sdict, _, parent = _crowd_parent()
+    assert parent.abstract.moments["crowded"]
+    full = AbstractObserver()
+    simulate(Scenario.from_json(dict(sdict, failover_strategy="full")), watch=full.attach)
+    assert full.coverage.hits["channel", "persisting/2+", ""] and "crowded" not in full.coverage.moments
+
+
+def test_a_forced_pair_shows_in_the_graph_and_a_mode_pair_is_forced_through_the_modes() -> None:
+    from cutcheck.reference.fuzzing.guided import force, ranked_pairs
+    from cutcheck.reference.fuzzing.swarm import features_of
+    from cutcheck.reference.fuzzing.verdicts import FOCI
+
+    gen = force(dict(FOCI["swarm-small"]), (Feature.CO_MAP, Feature.UNION))
+    for seed in range(20):  # each kind alone showed in about a third of the graphs when only forced on
+        kinds = {v["kind"] for v in scenario_dict(RecordingDraw(random.Random(seed)), **gen)["graph"]["vertices"]}
+        assert {"co_map", "union"} <= kinds
+    shuffled = force(dict(FOCI["swarm-small"]), (Feature.SHUFFLE, Feature.FORWARD))
+    for seed in range(20):
+        sdict = scenario_dict(RecordingDraw(random.Random(seed)), **shuffled)
+        assert {Feature.SHUFFLE, Feature.FORWARD} <= features_of(sdict)
+    pairs = ranked_pairs(AbstractCoverage(), FOCI["swarm"])
+    assert (Feature.ALIGNED_TIMEOUT, Feature.CO_MAP) in pairs
+    assert not any(Feature.UNALIGNED in p for p in ranked_pairs(AbstractCoverage(), FOCI["aligned-timeout"]))
+    timeout = force(dict(FOCI["swarm"]), (Feature.ALIGNED_TIMEOUT, Feature.CO_MAP))
+    assert timeout["modes"] == ("aligned_timeout",) and Feature.ALIGNED_TIMEOUT not in timeout["on"]
+    assert {Feature.ALIGNED_TIMEOUT, Feature.CO_MAP} <= features_of(
+        scenario_dict(RecordingDraw(random.Random(0)), **timeout))
+
+
+def test_rarely_reached_cells_get_their_shape_once_the_campaign_ran_a_while() -> None:
+    from cutcheck.reference.fuzzing.abstract_coverage import ABSTRACT_UNIVERSE
+    from cutcheck.reference.fuzzing.shapes import WARM_UP, wanted
+    from cutcheck.reference.fuzzing.swarm import features_of
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR
+
+    reached = AbstractCoverage()
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if why is None and cell != ("restore", "shuffle", "input"):
+            reached.hits[cell] += 1
+    assert wanted(reached, [], WARM_UP - 1) == []  # early on, the cycle reaches such cells by itself
+    [(name, shape)] = wanted(reached, [], WARM_UP)
+    assert name == "restore" and shape["modes"] == ("unaligned",) and shape["after_checkpoint"]
+    for seed in range(10):
+        sdict = scenario_dict(RecordingDraw(random.Random(seed)), **shape)
+        assert {Feature.SHUFFLE, Feature.FAILURE} <= features_of(sdict)
+    reached.hits["restore", "shuffle", "input"] += 1
+    assert wanted(reached, [], 10 * WARM_UP) == []

@@ -1,0 +1,73 @@
+"""Generator shapes for abstract cells the feature cycle reaches rarely.
+
+A guided campaign reaches most abstract cells (``abstract_coverage``) in its first hundred examples;
+a few it reaches in two or three runs of 600, or on one campaign seed and not the next. For those
+cells the shape of scenario that makes them is known, and while such a cell is unreached a guided
+campaign spends one fresh example in ``SHAPE_EVERY`` on its shape (``wanted``), once it ran ``WARM_UP``
+examples (timed replays wait as long):
+
+* ``crowd``: a channel persisting with a savepoint pending beside its unaligned checkpoint while
+  another pipelined region runs (the moments timed replays need, ``timed``): unaligned checkpoints,
+  savepoint bursts (``guided.savepoint_bursts``), and a side pipeline, a source feeding only its own
+  sink (``generate_graph.graph_dict``). Wanted until some run marked such a moment.
+* ``restore``: channel state restored on an edge of one partitioner, input or output side: unaligned
+  checkpoints behind a slow vertex (data in flight), failures soon after a checkpoint completed, and
+  an edge of that partitioner shown in the graph. Wanted once ``WARM_UP`` examples ran without it.
+* ``stale``: a barrier of an aborted checkpoint still in flight as a newer one starts: the
+  expiry-unaligned focus (held barriers, short checkpoint timeouts). Wanted once ``WARM_UP`` examples ran.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.swarm import Feature
+from cutcheck.reference.fuzzing.timed import TIMED_FOR
+from cutcheck.reference.fuzzing.verdicts import FOCI, SMALL
+
+SHAPE_EVERY = 3  # of the fresh examples, while a shape is wanted
+# Examples a campaign runs before it spends any on shapes or timed replays: the first ones find most
+# faults (bench_fuzz: most within 50 scenarios), and spent on coverage from the start, they left
+# restart-failed-task-only unfound within 60 s on 2 of 5 campaign seeds (found on 5 of 5 before).
+WARM_UP = 100
+# No feature pair is forced on the crowd shape: a full failover or a rescale would leave no region
+# failover to time, and a resubmit (storage) no savepoint bursts; an empty source only shortens the
+# run. About one run in six marks a crowded moment (measured over 40 seeds: 6).
+CROWD: dict[str, Any] = {"modes": ("unaligned",), "on": (Feature.SAVEPOINT,),
+                         "off": (Feature.FULL_FAILOVER, Feature.EMPTY_SOURCE), "rescale": False, "storage": False,
+                         "graph_shape": {"side_pipeline": True}, **SMALL}
+# The feature that brings an edge of each partitioner whose channel state a restore can install
+# (rebalance: every graph has one; hash: keyed vertices).
+SHOWN_BY = {"shuffle": Feature.SHUFFLE, "global": Feature.GLOBAL, "hash": Feature.KEYED_COUNT}
+
+
+class HasMoments(Protocol):
+    moments: dict[str, list[tuple[int, str]]]
+
+
+def restore_shape(partitioner: str) -> dict[str, Any]:
+    shown = (SHOWN_BY[partitioner],) if partitioner in SHOWN_BY else ()
+    return {"modes": ("unaligned",), "on": (Feature.FAILURE, Feature.BACKPRESSURE, *shown), "after_checkpoint": True,
+            **SMALL, "graph_shape": {"show": shown}}
+
+
+def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: int) -> list[tuple[str, dict[str, Any]]]:
+    """The shapes of the cells ``reached`` lacks, each with its name (``crowd`` takes savepoint bursts),
+    none before ``examples`` reached ``WARM_UP``: the crowd shape alone while the failover transition is
+    unreached and no entry of ``corpus`` marked a moment for it (its replays take over; it is the
+    rarest), else one per partitioner of an unreached restore cell and one for the stale cells."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    if examples < WARM_UP:
+        return out
+    if not reached.hits[TIMED_FOR["crowded"]] and not any(e.moments.get("crowded") for e in corpus):
+        return [("crowd", CROWD)]
+    missed = [c for c, why in ABSTRACT_UNIVERSE.items() if why is None and c[0] in ("restore", "stale")
+              and not reached.hits[c]]
+    for partitioner in dict.fromkeys(c[1] for c in missed if c[0] == "restore"):
+        out.append(("restore", restore_shape(partitioner)))
+    if any(c[0] == "stale" for c in missed):
+        out.append(("stale", dict(FOCI["expiry-unaligned"])))
+    return out
