@@ -337,10 +337,13 @@ class FsCheckpointStorage:
         self._prune(h.path)
 
     def _collect_garbage(self) -> None:
-        # Pending checkpoints are all newer than the latest completed one (older ones were subsumed,
-        # however their acks crossed; an older savepoint may still be pending, but a savepoint
-        # registers nothing), so the lowest retained id never passes a file a pending one registered.
+        # A pending checkpoint registered its shared files on acknowledgement (facts §5.4), so the bound
+        # never passes one: a completed checkpoint subsumes every older pending checkpoint, but a
+        # completed savepoint subsumes nothing, and with acknowledgements crossing (checkpoint.ack_delay)
+        # a savepoint can complete while an older checkpoint is pending. (Flink 1.15+ never stores a
+        # savepoint, so completing one never collects; the engine's store holds them, a departure.)
         ids = [h.cp for h in self.held if h.kind != "savepoint"] or [self.held[-1].cp]
+        ids += [cp for cp, p in self.pending.items() if p.kind == "checkpoint"]
         for path in self.registry.unregister_unused(min(ids), self.rules[registry_may_discard]):
             self._transition("shared-delete")
             self.files.delete(path)

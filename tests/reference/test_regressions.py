@@ -78,3 +78,20 @@ def test_at_least_once_count_gaps_after_a_failover_are_delivered(tmp_path: Path)
     assert result.exactly_once.count_gaps > 0 and result.exactly_once.lost == 0
     v = run_scenario(raw)
     assert v.ok, v.violations
+
+
+def test_a_savepoint_completing_before_an_older_pending_checkpoint_keeps_its_shared_files(tmp_path: Path) -> None:
+    """Found by the Hypothesis campaign at seed 0 (its hunts for five catalogue faults, as an engine finding).
+
+    With crossing acknowledgements (``checkpoint.ack_delay`` 52), savepoint 2 completed at step 355 while
+    checkpoint 1 was still pending; checkpoint 1's acknowledged tasks had already registered their shared
+    files. A completed savepoint subsumes nothing, but it set the shared-state registry's bound: with no
+    checkpoint retained yet, the lowest retained id was the savepoint's, 2, which passed checkpoint 1, so
+    its files were deleted, and REF found checkpoint 1 broken when it completed at step 368. The bound now
+    never passes a pending checkpoint.
+    """
+    raw = json.loads((HERE / "savepoint-completes-before-pending-checkpoint.json").read_text())
+    result = simulate(Scenario.from_json(raw), checkpoint_dir=tmp_path / "ckpts")
+    assert result.violations == [], result.violations
+    completed = {c["id"]: c for c in result.checkpoints if c["status"] == "completed"}
+    assert completed[2]["kind"] == "savepoint" and 1 in completed  # the savepoint completed first, then 1
