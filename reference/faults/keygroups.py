@@ -27,7 +27,7 @@ def _range_starts_at_floor(correct: Callable[[int, int, int], KeyGroupRange], ma
                            parallelism: int, index: int) -> KeyGroupRange:
     """A subtask's key-group range starts at floor(i·maxP/p) instead of the ceiling, so it overlaps its neighbour's.
 
-    Not a re-created Flink bug (``test_only``): nothing routes records into the overlap, so only the
+    Not a re-created Flink bug, though in the score: nothing routes records into the overlap, so only the
     check of the ranges themselves (OWNERSHIP when the tasks are built) can see it.
     """
     return KeyGroupRange(index * max_parallelism // parallelism, key_group_range(max_parallelism, parallelism, index).end)
@@ -36,7 +36,7 @@ def _range_starts_at_floor(correct: Callable[[int, int, int], KeyGroupRange], ma
 def _subtask_misses_broadcast(correct: Callable[[int, int], bool], subtask: int, rid: int) -> bool:
     """Subtask 1 of a broadcast-state operator stores no broadcast element, though it forwards each one.
 
-    Not a re-created Flink bug (``test_only``): the output stays right, so only BROADCAST_STATE (all
+    Not a re-created Flink bug, though in the score: the output stays right, so only BROADCAST_STATE (all
     instances hold the same broadcast state) can see it.
     """
     return subtask != 1

@@ -72,7 +72,7 @@ Refusal = Callable[["JobGraph", "CompletedCheckpoint", dict[str, int]], None]
 def _restore_never_refused(correct: Refusal, graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int]) -> None:
     """The engine restores every rescaled checkpoint, also those Flink refuses ("Cannot rescale the given pointwise partitioner").
 
-    Not a re-created Flink bug (``test_only``): it shows that RESTORE_JUDGED catches the engine
+    Not a re-created Flink bug, though in the score: it shows that RESTORE_JUDGED catches the engine
     accepting a restore Flink refuses.
     """
 
@@ -80,7 +80,7 @@ def _restore_never_refused(correct: Refusal, graph: JobGraph, done: CompletedChe
 def _every_rescale_refused(correct: Refusal, graph: JobGraph, done: CompletedCheckpoint, new: dict[str, int]) -> None:
     """The engine refuses every restore at another parallelism, also those Flink accepts.
 
-    Not a re-created Flink bug (``test_only``): it shows that RESTORE_JUDGED catches the engine
+    Not a re-created Flink bug, though in the score: it shows that RESTORE_JUDGED catches the engine
     refusing a restore Flink accepts.
     """
     raise RestoreRefused("restore refused (the bug: every rescale)")

@@ -73,7 +73,7 @@ def _shared_files_never_discarded(correct: Callable[[int, int], bool], created_b
                                   highest_not_claimed: int) -> bool:
     """The registry forgets shared files no checkpoint uses any more but never deletes them, so they stay as orphans.
 
-    Not a re-created Flink bug (``test_only``): it shows that NO_ORPHANS, and the inspection of a
+    Not a re-created Flink bug, though in the score: it shows that NO_ORPHANS, and the inspection of a
     checkpoint directory, find shared files the job left behind.
     """
     return False
@@ -82,7 +82,7 @@ def _shared_files_never_discarded(correct: Callable[[int, int], bool], created_b
 def _savepoint_owned_by_the_job(correct: Callable[[bool], bool], savepoint: bool) -> bool:
     """A savepoint is taken for the job's own, so retention discards it like a checkpoint when it is subsumed.
 
-    Not a re-created Flink bug (``test_only``): it shows that SAVEPOINT_KEPT catches the job deleting
+    Not a re-created Flink bug, though in the score: it shows that SAVEPOINT_KEPT catches the job deleting
     a user's savepoint.
     """
     return True
@@ -91,7 +91,7 @@ def _savepoint_owned_by_the_job(correct: Callable[[bool], bool], savepoint: bool
 def _subsumed_checkpoint_left_on_disk(correct: Callable[[list[str]], list[str]], exclusive: list[str]) -> list[str]:
     """Subsuming a checkpoint deletes its metadata but leaves its exclusive files on disk.
 
-    Not a re-created Flink bug (``test_only``): it shows that NO_ORPHANS counts the files of a
+    Not a re-created Flink bug, though in the score: it shows that NO_ORPHANS counts the files of a
     subsumed checkpoint as the job's garbage, though no retained checkpoint references them.
     """
     return []
