@@ -22,6 +22,7 @@ from cutcheck.model.execution import edge_supports_unaligned
 from cutcheck.model.graph import JobGraph
 from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.core.seams import seam
+from cutcheck.reference.runtime.barrier_control import AlignmentEnd
 from cutcheck.reference.runtime.network import Barrier, InputChannel
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ class BarrierController(Protocol):
 
     def resume(self, ch: InputChannel) -> None: ...
 
-    def unblock_all(self) -> None: ...
+    def unblock_all(self, ending: AlignmentEnd) -> None: ...
 
     def stop_persisting(self) -> None: ...
 
@@ -159,7 +160,7 @@ class CollectingBarriers(HandlerState):
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
-            task.unblock_all()
+            task.unblock_all(AlignmentEnd.SUBSUMED)
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
             task.resume(ch)
@@ -185,7 +186,7 @@ class CollectingBarriers(HandlerState):
 
     def _complete(self, task: BarrierController) -> HandlerState:
         task.take_snapshot(self.barrier, unaligned=False)
-        task.unblock_all()
+        task.unblock_all(AlignmentEnd.COMPLETED)
         task.input_side_done(self.cp)
         return WaitingForFirstBarrier()
 
@@ -197,7 +198,7 @@ class CollectingBarriers(HandlerState):
     def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
         if cp != self.cp:
             return self
-        task.unblock_all()
+        task.unblock_all(AlignmentEnd.ABORTED)
         return WaitingForFirstBarrier()
 
 
@@ -232,7 +233,7 @@ class CollectingBarriersUnaligned(HandlerState):
         if b.cp > self.cp:
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
             task.stop_persisting()
-            task.unblock_all()
+            task.unblock_all(AlignmentEnd.SUBSUMED)
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
             task.resume(ch)
@@ -250,7 +251,7 @@ class CollectingBarriersUnaligned(HandlerState):
         if not task.all_received(self.received):
             return self
         task.stop_persisting()
-        task.unblock_all()
+        task.unblock_all(AlignmentEnd.COMPLETED)
         task.input_side_done(self.cp)
         return WaitingForFirstBarrier()
 
@@ -258,7 +259,7 @@ class CollectingBarriersUnaligned(HandlerState):
         if cp != self.cp:
             return self
         task.stop_persisting()
-        task.unblock_all()
+        task.unblock_all(AlignmentEnd.ABORTED)
         return WaitingForFirstBarrier()
 
 

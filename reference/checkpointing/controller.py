@@ -37,6 +37,7 @@ from cutcheck.reference.runtime.tasks import Task, TaskSnapshot
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
 if TYPE_CHECKING:
+    from cutcheck.model.execution import SubtaskId
     from cutcheck.reference.checkpointing.coordinator import Coordinator
 
 
@@ -96,10 +97,10 @@ class CheckpointController:
     def ack_timers(self) -> list[int]:
         return self.acks.timers()
 
-    def handler_dispatched(self, state: str, event: str) -> None:
+    def handler_dispatched(self, sid: SubtaskId, state: str, event: str) -> None:
         bus = self.run.bus
         if bus.wants(HandlerDispatched):
-            bus.publish(HandlerDispatched(state, event))
+            bus.publish(HandlerDispatched(state, event, sid))
 
     def barrier_taken(self, task: Task, ch: InputChannel, b: Barrier, first: bool) -> None:
         """A task took a barrier from ``ch``; the first of a checkpoint it has not snapshotted yet starts

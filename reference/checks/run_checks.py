@@ -3,7 +3,7 @@
 Each check is a subscriber: OWNERSHIP of the key-group ranges whenever tasks are deployed, CUT,
 ALIGNED_EDGE and BROADCAST_STATE when a checkpoint is about to be stored, RETAINED, SAVEPOINT_KEPT
 and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore,
-CHECKPOINT_ID at every trigger. A
+CHECKPOINT_ID at every trigger, BLOCKED at every event a barrier handler handles. A
 check raises ``InvariantViolation`` from its subscriber, at the step the event happened; the
 protocol code that published the event never knows a check exists.
 """
@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.kinds import CheckpointMode
+from cutcheck.reference.checks.alignment_checks import check_blocked_channels
 from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
     check_cut_of_checkpoint,
@@ -26,6 +27,7 @@ from cutcheck.reference.events.stream import (
     CheckpointCompleting,
     CheckpointTriggered,
     EventBus,
+    HandlerDispatched,
     RestoreTried,
     StorageClosed,
     TasksDeployed,
@@ -50,6 +52,7 @@ class RunChecks:
         bus.subscribe(CheckpointCompleted, self.on_completed)
         bus.subscribe(StorageClosed, self.on_storage_closed)
         bus.subscribe(CheckpointTriggered, self.on_triggered)
+        bus.subscribe(HandlerDispatched, self.on_dispatched)
         # CHECKPOINT_ID: the highest id this job took or restored; every new checkpoint's id is above it.
         self.id_floor = 0
         self.id_floor_is = "no checkpoint yet"
@@ -71,6 +74,11 @@ class RunChecks:
             raise InvariantViolation("CHECKPOINT_ID", f"{e.kind} {e.cp} was triggered after {self.id_floor_is}: a job's "
                                                       f"checkpoint ids only grow, a restored one's from the restored id + 1 on")
         self.id_floor, self.id_floor_is = e.cp, f"{e.kind} {e.cp}"
+
+    def on_dispatched(self, e: HandlerDispatched) -> None:
+        task = self.run.tasks.get(e.sid)
+        if task is not None:
+            check_blocked_channels(task, e.event)  # BLOCKED
 
     def on_completing(self, e: CheckpointCompleting) -> None:
         if self.cut and self.run.scenario.checkpoint.mode != CheckpointMode.AT_LEAST_ONCE:

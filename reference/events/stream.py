@@ -186,10 +186,12 @@ class ChannelClosed:
 
 @dataclass(frozen=True, slots=True)
 class HandlerDispatched:
-    """A task's barrier handler in ``state`` handled ``event`` (for coverage)."""
+    """The barrier handler of subtask ``sid``, in ``state``, is about to handle ``event`` (for coverage,
+    and for BLOCKED, which looks at the task as the handler finds it)."""
 
     state: str
     event: str
+    sid: SubtaskId
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,7 +20,11 @@ from cutcheck.reference.checkpointing.snapshots import (
     persisted_output,
 )
 from cutcheck.reference.core.seams import AnyFault, Fault, Layer
-from cutcheck.reference.runtime.barrier_control import end_of_partition_counts_as_barrier
+from cutcheck.reference.runtime.barrier_control import (
+    AlignmentEnd,
+    alignment_end_resumes,
+    end_of_partition_counts_as_barrier,
+)
 from cutcheck.reference.runtime.network import Buf
 
 if TYPE_CHECKING:
@@ -114,6 +118,17 @@ def _trigger_lost_on_finished_task(correct: Callable[[Task], bool], task: Task) 
     return not task.finished
 
 
+def _abort_leaves_channels_blocked(correct: Callable[[AlignmentEnd], bool], ending: AlignmentEnd) -> bool:
+    """An alignment that ends in an abort of its checkpoint leaves the channels it blocked blocked.
+
+    The abort may be an expiry, a decline at another task, or a failover elsewhere.
+    The class of a handler state whose abort path forgets ``unblockAllChannels``: the blocked channels'
+    records, and their senders' output, wait until a later checkpoint's alignment happens to resume
+    them, or for ever; nothing is lost, so only BLOCKED sees it (LIVENESS when it never resumes).
+    """
+    return ending is not AlignmentEnd.ABORTED
+
+
 FAULTS: tuple[AnyFault, ...] = (
     Fault(ModelMutant.NO_OUTPUT_STATE, persisted_output, Layer.BARRIERS, _no_output_state),
     Fault(ModelMutant.PROCESS_AFTER_BARRIER, drain_before_unaligned_snapshot, Layer.BARRIERS, _process_after_barrier),
@@ -131,4 +146,5 @@ FAULTS: tuple[AnyFault, ...] = (
           key="FLINK-33693"),
     Fault("trigger-lost-on-finished-task", trigger_reaches_task, Layer.BARRIERS, _trigger_lost_on_finished_task,
           key="FLINK-23741"),
+    Fault("abort-leaves-channels-blocked", alignment_end_resumes, Layer.BARRIERS, _abort_leaves_channels_blocked),
 )

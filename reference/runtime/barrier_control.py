@@ -8,6 +8,7 @@ the only object a handler state is given, so a state cannot reach the run behind
 
 from __future__ import annotations
 
+from enum import Enum
 from typing import TYPE_CHECKING
 
 from cutcheck.reference.core.seams import seam
@@ -22,6 +23,22 @@ def end_of_partition_counts_as_barrier(ch: InputChannel) -> bool:
     """During alignment a channel whose end of partition the task has consumed counts as one whose
     barrier has come: nothing more will come on it (FLIP-147, FLINK-21086)."""
     return ch.ended
+
+
+class AlignmentEnd(Enum):
+    """How an alignment ends at a task: its snapshot is taken, its checkpoint is aborted, or a newer
+    checkpoint's barrier overtakes it (the older one is declined as subsumed)."""
+
+    COMPLETED = "completed"
+    ABORTED = "aborted"
+    SUBSUMED = "subsumed"
+
+
+@seam
+def alignment_end_resumes(ending: AlignmentEnd) -> bool:
+    """However an alignment ends, the channels it blocked are resumed (each of Flink's barrier handler
+    states unblocks all channels when it completes, aborts or meets a newer barrier; BLOCKED checks it)."""
+    return True
 
 
 class TaskBarrierControl:
@@ -52,7 +69,7 @@ class TaskBarrierControl:
 
     def dispatched(self, state: str, event: str) -> None:
         """The barrier handler in ``state`` handled ``event`` (published for coverage)."""
-        self.task.engine.checkpoints.handler_dispatched(state, event)
+        self.task.engine.checkpoints.handler_dispatched(self.task.sid, state, event)
 
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).
@@ -67,8 +84,10 @@ class TaskBarrierControl:
         if not ch.blocked and ch.sender is not None:
             ch.sender.blocked = False
 
-    def unblock_all(self) -> None:
+    def unblock_all(self, ending: AlignmentEnd) -> None:
         """resumeConsumption: unblock our channels and the senders our aligned barriers blocked."""
+        if not self.task.engine.rules[alignment_end_resumes](ending):
+            return
         for ch in self.task.channels:
             ch.blocked = False
             # A sender held by EndOfChannelState stays held until its gate saw the event on every
