@@ -167,6 +167,8 @@ class CheckpointController:
         b = Barrier(cp, CheckpointKind(kind), BarrierOption(coordinator.options(cp)), run.step)
         for t in run.tasks.values():
             if t.terminated():
+                while t.direct_triggers:  # older checkpoints first: a newer snapshot would leave them hanging
+                    self.direct_checkpoint(t)
                 snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
             elif t.is_source or t.finished or run.rules[predecessors_finished](t):
                 t.direct_triggers.append(b)
