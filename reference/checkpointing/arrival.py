@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
 from cutcheck.reference.checkpointing.barriers import (
     CollectingBarriersUnaligned,
-    HandlerState,
-    TrackingBarriers,
 )
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
@@ -28,7 +26,7 @@ from cutcheck.reference.runtime.network import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.runtime.doors import BarrierHandler, PendingView, TaskRun
+    from cutcheck.reference.runtime.doors import PendingView, TaskRun
     from cutcheck.reference.runtime.tasks import Task
 
 
@@ -114,15 +112,6 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
             engine.rules[trigger_when_predecessors_finish](t, engine.coordinator.pending)
 
 
-def collected_by(handler: BarrierHandler) -> set[int]:
-    """The checkpoints a barrier handler is collecting barriers of (the tracker may track several)."""
-    if isinstance(handler, TrackingBarriers):
-        return {count.barrier.cp for count in handler.pending}
-    if isinstance(handler, HandlerState) and handler.cp > 0:
-        return {handler.cp}
-    return set()
-
-
 @seam
 def trigger_when_predecessors_finish(t: Task, pending: Mapping[int, PendingView]) -> None:
     """The last of a task's producers finished after some checkpoints were triggered: the task is now
@@ -137,7 +126,7 @@ def trigger_when_predecessors_finish(t: Task, pending: Mapping[int, PendingView]
     checkpoint's barrier or, once it has finished, a direct trigger; FLINK-21081 is the coordinator
     side of the same gap (tasks that finished after the trigger were not replaced by their successors
     in the set of tasks to trigger)."""
-    collecting = collected_by(t.handler)
+    collecting = t.handler.collecting()
     for cp, p in sorted(pending.items()):
         if cp > t.last_cp and cp not in t.snapshots and cp not in collecting and all(b.cp != cp for b in t.direct_triggers):
             t.direct_triggers.append(Barrier(cp, CheckpointKind(p.kind), BarrierOption(p.options), p.trigger_step))

@@ -111,6 +111,10 @@ class HandlerState:
         _dispatched(task, self, "abort")
         return self.on_abort(task, cp)
 
+    def collecting(self) -> set[int]:
+        """The checkpoints whose barriers this state is collecting (none while waiting for a first one)."""
+        return {self.cp} if self.cp > 0 else set()
+
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         raise NotImplementedError
 
@@ -285,6 +289,9 @@ class TrackingBarriers(HandlerState):
 
     def __init__(self) -> None:
         self.pending: list[_Count] = []
+
+    def collecting(self) -> set[int]:
+        return {count.barrier.cp for count in self.pending}
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         count = next((c for c in self.pending if c.barrier.cp == b.cp), None)

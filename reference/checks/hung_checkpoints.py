@@ -25,7 +25,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
-from cutcheck.reference.checkpointing.arrival import collected_by
 from cutcheck.reference.runtime.network import Barrier
 
 if TYPE_CHECKING:
@@ -58,7 +57,7 @@ class _Ways:
         cp = self.cp
         if cp in t.snapshots or t.last_cp >= cp:
             return True
-        if any(b.cp == cp for b in t.direct_triggers) or cp in collected_by(t.handler):
+        if any(b.cp == cp for b in t.direct_triggers) or cp in t.handler.collecting():
             return True
         return any(self._channel_may_deliver(ch) for ch in t.channels if not ch.ended)
 
