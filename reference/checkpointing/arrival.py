@@ -13,9 +13,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
-from cutcheck.reference.checkpointing.barriers import (
-    CollectingBarriersUnaligned,
-)
+from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
     Barrier,
