@@ -155,6 +155,7 @@ class Engine:
     def run(self) -> None:
         while not self.finished:
             if self.step >= self.max_steps:
+                self.checks.on_stuck(self.coordinator.pending.items())  # TRIGGER names a hang LIVENESS cannot
                 raise InvariantViolation("LIVENESS", f"the job did not finish within {self.max_steps} steps")
             current_wall().check()  # a time-bounded campaign's deadline (reference.core.deadline)
             self.tick()
@@ -174,6 +175,7 @@ class Engine:
                 return False
             nxt = self._next_timer()
             if nxt is None:
+                self.checks.on_stuck(self.coordinator.pending.items())
                 raise InvariantViolation("LIVENESS", f"deadlock at step {self.step}: no action is enabled")
             self.step = max(self.step + 1, nxt)
             return True

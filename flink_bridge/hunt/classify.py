@@ -91,7 +91,8 @@ INVARIANT_KIND = {"OWNERSHIP": Kind.KEY_STATE,  # a key reached a subtask outsid
                   "CHECKPOINT_ID": Kind.MISSING_FILE,  # a reused id's chk-N shares a directory with a retained one
                   "COMMIT": Kind.OUTPUT, "CUT": Kind.OUTPUT, "ORDER": Kind.OUTPUT,
                   "ALIGNED_EDGE": Kind.UNALIGNED_WHERE_ALIGNED,  # in-flight data persisted on an aligned exchange
-                  "LIVENESS": Kind.RESTORE_FAILED}  # the job stops making progress: Flink's run times out
+                  "LIVENESS": Kind.RESTORE_FAILED,  # the job stops making progress: Flink's run times out
+                  "TRIGGER": Kind.RESTORE_FAILED}  # a checkpoint no task can finish: a finishing Flink job never ends
 
 
 def _witnesses(eo: dict[str, Any], name: str) -> tuple[str, ...]:

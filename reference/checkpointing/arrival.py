@@ -9,10 +9,11 @@ channel, or make the receiver a task that Flink triggers directly (FLIP-147).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
-from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned, WaitingForFirstBarrier
+from cutcheck.reference.checkpointing.barriers import CollectingBarriersUnaligned
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.network import (
     Barrier,
@@ -23,7 +24,8 @@ from cutcheck.reference.runtime.network import (
 )
 
 if TYPE_CHECKING:
-    from cutcheck.reference.runtime.doors import TaskRun
+    from cutcheck.reference.runtime.doors import PendingView, TaskRun
+    from cutcheck.reference.runtime.tasks import Task
 
 
 def can_transmit(sp: OutputSubpartition) -> bool:
@@ -104,12 +106,28 @@ def deliver_head(engine: TaskRun, sp: OutputSubpartition) -> None:
         t = ch.task
         if isinstance(t.handler, CollectingBarriersUnaligned):
             t.handler = t.handler.end_of_partition(t.control, ch)
-        elif isinstance(t.handler, WaitingForFirstBarrier) and all(c.eop_arrived or c.ended for c in t.channels):
-            # Every producer finished after the trigger without a barrier for us: we are now a
-            # task whose predecessors all finished, which Flink triggers directly (FLIP-147).
-            for cp, p in sorted(engine.coordinator.pending.items()):
-                if cp > t.last_cp and cp not in t.snapshots and all(b.cp != cp for b in t.direct_triggers):
-                    t.direct_triggers.append(Barrier(cp, CheckpointKind(p.kind), BarrierOption(p.options), p.trigger_step))
+        if all(c.eop_arrived or c.ended for c in t.channels):
+            engine.rules[trigger_when_predecessors_finish](t, engine.coordinator.pending)
+
+
+@seam
+def trigger_when_predecessors_finish(t: Task, pending: Mapping[int, PendingView]) -> None:
+    """The last of a task's producers finished after some checkpoints were triggered: the task is now
+    one Flink triggers directly (FLIP-147), so every pending checkpoint that no barrier brings it any
+    more (its producers took them with their end of partition standing in for the barrier) is queued
+    as a direct trigger, whatever its barrier handler is doing: one collecting an unaligned checkpoint
+    that this end of partition just finished, or aligning on another, has the newer ones queued too
+    (seed 311: a savepoint triggered while an unaligned checkpoint collected). A checkpoint the task
+    took, declined or is collecting is left to its handler.
+
+    In Flink a task finishes only after its final checkpoint, so its successors always get that
+    checkpoint's barrier or, once it has finished, a direct trigger; FLINK-21081 is the coordinator
+    side of the same gap (tasks that finished after the trigger were not replaced by their successors
+    in the set of tasks to trigger)."""
+    collecting = t.handler.collecting()
+    for cp, p in sorted(pending.items()):
+        if cp > t.last_cp and cp not in t.snapshots and cp not in collecting and all(b.cp != cp for b in t.direct_triggers):
+            t.direct_triggers.append(Barrier(cp, CheckpointKind(p.kind), BarrierOption(p.options), p.trigger_step))
 
 
 @seam

@@ -112,6 +112,16 @@ class HandlerState:
         _dispatched(task, self, "abort")
         return self.on_abort(task, cp)
 
+    def collecting(self) -> set[int]:
+        """The checkpoints whose barriers this state is collecting (none while waiting for a first one)."""
+        return {self.cp} if self.cp > 0 else set()
+
+    def may_block(self) -> set[int]:
+        """The input channels (indexes in the task) this state may hold blocked: those whose barrier its
+        alignment took (none unless it aligns; an unaligned state keeps those an aligned one blocked
+        before it switched). BLOCKED checks every blocked channel against it."""
+        return set()
+
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         raise NotImplementedError
 
@@ -156,6 +166,9 @@ class CollectingBarriers(HandlerState):
         self.barrier = b
         self.cp = b.cp
         self.received: set[int] = set()
+
+    def may_block(self) -> set[int]:
+        return self.received
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
@@ -229,6 +242,9 @@ class CollectingBarriersUnaligned(HandlerState):
         task.take_snapshot(b, unaligned=True, received=received)
         return cls(b, received)._maybe_complete(task)
 
+    def may_block(self) -> set[int]:
+        return self.received
+
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
@@ -286,6 +302,9 @@ class TrackingBarriers(HandlerState):
 
     def __init__(self) -> None:
         self.pending: list[_Count] = []
+
+    def collecting(self) -> set[int]:
+        return {count.barrier.cp for count in self.pending}
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         count = next((c for c in self.pending if c.barrier.cp == b.cp), None)

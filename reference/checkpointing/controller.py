@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
 from cutcheck.reference.checkpointing.acks import AckOutcome, AckPipe
 from cutcheck.reference.checkpointing.barriers import (
+    CollectingBarriers,
+    CollectingBarriersUnaligned,
     HandlerState,
     WaitingForFirstBarrier,
     trigger_reaches_task,
 )
 from cutcheck.reference.checkpointing.snapshots import convert_timed_out_barrier, snapshot_task
+from cutcheck.reference.core.seams import seam
 from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
     AlignmentStarted,
@@ -39,6 +42,15 @@ from cutcheck.reference.storage.memory import CompletedCheckpoint
 if TYPE_CHECKING:
     from cutcheck.model.execution import SubtaskId
     from cutcheck.reference.checkpointing.coordinator import Coordinator
+
+
+@seam
+def predecessors_finished(t: Task) -> bool:
+    """A running task whose every producer has finished is triggered directly, like a source (FLIP-147:
+    ``DefaultCheckpointPlanCalculator`` puts a running task with no running predecessor among the tasks
+    to trigger). Here a producer has finished on a channel once its end of partition reached us, consumed
+    or not: nothing but that end of partition will come on it, so no barrier will either."""
+    return bool(t.channels) and all(ch.eop_arrived or ch.ended for ch in t.channels)
 
 
 class ControllerRun(TaskRun, Protocol):
@@ -121,13 +133,19 @@ class CheckpointController:
 
         Aligned, it snapshots once its remaining input is processed (it is finished); unaligned, at
         once, with all of its queued input as input state: its producers sent everything, so the
-        cut of each input channel is at the end of that channel.
+        cut of each input channel is at the end of that channel. Flink hands such a trigger to the
+        barrier handler as a barrier on every channel that has not ended
+        (``StreamTask.triggerUnfinishedChannelsCheckpoint``), so a newer checkpoint's trigger
+        subsumes an older one the handler still collects, as a newer barrier does.
         """
         b = t.direct_triggers.pop(0)
         if b.cp not in self.run.coordinator.pending or b.cp <= t.last_cp:
             return  # aborted, or this task already took the snapshot (a barrier got here first)
         if not self.run.rules[trigger_reaches_task](t):
             return
+        h = t.handler
+        if isinstance(h, (CollectingBarriers, CollectingBarriersUnaligned)) and h.cp < b.cp:
+            t.control.decline(h.cp, "a newer checkpoint was triggered (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
         unaligned = not t.is_source and not t.finished and self.snapshots_unaligned(t, b)
         snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
 
@@ -149,11 +167,11 @@ class CheckpointController:
             run.bus.publish(CheckpointTriggered(cp, kind, coordinator.options(cp), run.step))
         b = Barrier(cp, CheckpointKind(kind), BarrierOption(coordinator.options(cp)), run.step)
         for t in run.tasks.values():
-            # Every producer has sent us its end of partition: Flink triggers such a task directly.
-            upstream_done = bool(t.channels) and all(ch.eop_arrived or ch.ended for ch in t.channels)
             if t.terminated():
+                while t.direct_triggers:  # older checkpoints first: a newer snapshot would leave them hanging
+                    self.direct_checkpoint(t)
                 snapshot_task(t, b, unaligned=False, received=set(), first=None, direct=True)
-            elif t.is_source or t.finished or upstream_done:
+            elif t.is_source or t.finished or run.rules[predecessors_finished](t):
                 t.direct_triggers.append(b)
         return cp
 

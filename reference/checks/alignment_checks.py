@@ -18,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
-from cutcheck.reference.checkpointing.barriers import CollectingBarriers, CollectingBarriersUnaligned
 
 if TYPE_CHECKING:
     from cutcheck.reference.runtime.tasks import Task
@@ -31,10 +30,9 @@ def check_blocked_channels(task: Task, event: str) -> None:
     if not blocked:
         return
     handler = task.handler
-    if isinstance(handler, (CollectingBarriers, CollectingBarriersUnaligned)):
-        received, doing = handler.received, f"aligning checkpoint {handler.cp}"
-    else:
-        received, doing = set(), f"in {type(handler).__name__}"
+    received = handler.may_block()
+    collecting = sorted(handler.collecting())
+    doing = f"aligning checkpoint {collecting[0]}" if received and collecting else f"in {type(handler).__name__}"
     stray = [ch for ch in blocked if ch.index_in_task not in received]
     if stray:
         raise InvariantViolation("BLOCKED", f"{task.sid}'s input channel {task.channel_key(stray[0])} is blocked while "

@@ -3,7 +3,8 @@
 Each check is a subscriber: OWNERSHIP of the key-group ranges whenever tasks are deployed, CUT,
 ALIGNED_EDGE and BROADCAST_STATE when a checkpoint is about to be stored, RETAINED, SAVEPOINT_KEPT
 and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore,
-CHECKPOINT_ID at every trigger, BLOCKED at every event a barrier handler handles. A
+CHECKPOINT_ID at every trigger, TRIGGER when a checkpoint expires, BLOCKED at every event a barrier
+handler handles. A
 check raises ``InvariantViolation`` from its subscriber, at the step the event happened; the
 protocol code that published the event never knows a check exists.
 """
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.kinds import CheckpointMode
 from cutcheck.reference.checks.alignment_checks import check_blocked_channels
+from cutcheck.reference.checks.hung_checkpoints import check_not_orphaned
 from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
     check_cut_of_checkpoint,
@@ -23,6 +25,7 @@ from cutcheck.reference.checks.invariants import (
 from cutcheck.reference.checks.restore_judgement import judge_restore
 from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
 from cutcheck.reference.events.stream import (
+    CheckpointAborted,
     CheckpointCompleted,
     CheckpointCompleting,
     CheckpointTriggered,
@@ -34,7 +37,10 @@ from cutcheck.reference.events.stream import (
 )
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from cutcheck.reference.checks.invariants import CheckedRun
+    from cutcheck.reference.runtime.doors import PendingView
 
 
 class RunChecks:
@@ -52,6 +58,7 @@ class RunChecks:
         bus.subscribe(CheckpointCompleted, self.on_completed)
         bus.subscribe(StorageClosed, self.on_storage_closed)
         bus.subscribe(CheckpointTriggered, self.on_triggered)
+        bus.subscribe(CheckpointAborted, self.on_aborted)
         bus.subscribe(HandlerDispatched, self.on_dispatched)
         # CHECKPOINT_ID: the highest id this job took or restored; every new checkpoint's id is above it.
         self.id_floor = 0
@@ -79,6 +86,19 @@ class RunChecks:
         task = self.run.tasks.get(e.sid)
         if task is not None:
             check_blocked_channels(task, e.event)  # BLOCKED
+
+    def on_aborted(self, e: CheckpointAborted) -> None:
+        """TRIGGER: an expired checkpoint could still have completed, had it not expired: every task
+        that has not taken it had a trigger, a barrier or an upstream on the way to one. Published
+        before the tasks drop the checkpoint, so what they hold of it is still there."""
+        if e.expired:
+            check_not_orphaned(self.run.tasks.values(), e.cp, e.kind, f"expired at step {e.step}")
+
+    def on_stuck(self, pending: Iterable[tuple[int, PendingView]]) -> None:
+        """TRIGGER, when the run stops with checkpoints still pending (its step limit, a deadlock): one
+        that no task could ever have completed is the hang's cause, which LIVENESS alone does not name."""
+        for cp, p in sorted(pending, key=lambda item: item[0]):
+            check_not_orphaned(self.run.tasks.values(), cp, p.kind, f"was still pending when the run stopped at step {self.run.step}")
 
     def on_completing(self, e: CheckpointCompleting) -> None:
         if self.cut and self.run.scenario.checkpoint.mode != CheckpointMode.AT_LEAST_ONCE:

@@ -8,12 +8,13 @@ from typing import TYPE_CHECKING
 from cutcheck.model.kinds import BarrierOption
 from cutcheck.model.partitioning import is_broadcast, is_pointwise, supports_unaligned
 from cutcheck.model.protocol import ModelMutant
-from cutcheck.reference.checkpointing.arrival import stop_persisting_at
+from cutcheck.reference.checkpointing.arrival import stop_persisting_at, trigger_when_predecessors_finish
 from cutcheck.reference.checkpointing.barriers import (
     barrier_options_on_edge,
     edge_carries_unaligned_barriers,
     trigger_reaches_task,
 )
+from cutcheck.reference.checkpointing.controller import predecessors_finished
 from cutcheck.reference.checkpointing.snapshots import (
     captures_input_channel,
     drain_before_unaligned_snapshot,
@@ -28,7 +29,10 @@ from cutcheck.reference.runtime.barrier_control import (
 from cutcheck.reference.runtime.network import Buf
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from cutcheck.model.graph import JobGraph
+    from cutcheck.reference.runtime.doors import PendingView
     from cutcheck.reference.runtime.network import InputChannel
     from cutcheck.reference.runtime.tasks import Task
 
@@ -121,12 +125,33 @@ def _trigger_lost_on_finished_task(correct: Callable[[Task], bool], task: Task) 
 def _abort_leaves_channels_blocked(correct: Callable[[AlignmentEnd], bool], ending: AlignmentEnd) -> bool:
     """An alignment that ends in an abort of its checkpoint leaves the channels it blocked blocked.
 
-    The abort may be an expiry, a decline at another task, or a failover elsewhere.
-    The class of a handler state whose abort path forgets ``unblockAllChannels``: the blocked channels'
-    records, and their senders' output, wait until a later checkpoint's alignment happens to resume
-    them, or for ever; nothing is lost, so only BLOCKED sees it (LIVENESS when it never resumes).
+    The abort may be an expiry, a decline at another task, or a failover elsewhere. The class of a
+    handler state whose abort path forgets ``unblockAllChannels``: the blocked channels' records, and
+    their senders' output, wait until a later checkpoint's alignment happens to resume them, or for
+    ever; nothing is lost, so only BLOCKED sees it (LIVENESS when it never resumes).
     """
     return ending is not AlignmentEnd.ABORTED
+
+
+def _predecessors_finished_not_triggered(correct: Callable[[Task], bool], task: Task) -> bool:
+    """A running task whose producers have all finished is not triggered, so no barrier and no trigger ever reaches it.
+
+    FLINK-21067: before the checkpoint plan was computed over finished tasks
+    (``DefaultCheckpointPlanCalculator``), only sources were triggered; a task whose predecessors had all
+    finished waited for barriers that would never come, and checkpoints taken while a job finished
+    never completed.
+    """
+    return False
+
+
+def _no_retrigger_after_predecessors_finish(correct: Callable[[Task, Mapping[int, PendingView]], None], task: Task,
+                                            pending: Mapping[int, PendingView]) -> None:
+    """A task whose last producer finishes after a checkpoint was triggered is not triggered for it.
+
+    FLINK-21081: the tasks to trigger were computed once, at the trigger; when a task finished before
+    its trigger reached it, its successors, which it then sent no barrier, were never triggered in its
+    place, and the checkpoint waited until it expired.
+    """
 
 
 FAULTS: tuple[AnyFault, ...] = (
@@ -146,5 +171,9 @@ FAULTS: tuple[AnyFault, ...] = (
           key="FLINK-33693"),
     Fault("trigger-lost-on-finished-task", trigger_reaches_task, Layer.BARRIERS, _trigger_lost_on_finished_task,
           key="FLINK-23741"),
+    Fault("predecessors-finished-not-triggered", predecessors_finished, Layer.BARRIERS,
+          _predecessors_finished_not_triggered, key="FLINK-21067"),
+    Fault("no-retrigger-after-predecessors-finish", trigger_when_predecessors_finish, Layer.BARRIERS,
+          _no_retrigger_after_predecessors_finish, key="FLINK-21081"),
     Fault("abort-leaves-channels-blocked", alignment_end_resumes, Layer.BARRIERS, _abort_leaves_channels_blocked),
 )

@@ -9,7 +9,7 @@ the generator) itself, which is reported as a finding with its scenario, not as 
 A run the judge leaves unjudged (``reference.judge``: it stopped at its step limit with nothing
 broken) is no kill by itself; it is one only when the same scenario without the mutant ends and holds
 within the same step limit: then the mutant is what keeps the job from finishing (LIVENESS; a lost
-trigger leaves a checkpoint waiting for ever, and no other check can see that).
+trigger that leaves a checkpoint waiting is TRIGGER's when the checkpoint expires or the run stops).
 """
 
 from __future__ import annotations

@@ -35,6 +35,10 @@ class BarrierHandler(Protocol):
 
     def abort(self, task: TaskBarrierControl, cp: int) -> BarrierHandler: ...
 
+    def collecting(self) -> set[int]: ...
+
+    def may_block(self) -> set[int]: ...
+
 
 class PendingView(Protocol):
     """A pending checkpoint, as a task that must still snapshot it reads it."""

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.execution import SubtaskId
-from cutcheck.model.kinds import BarrierOption, CheckpointKind, VertexKind
+from cutcheck.model.kinds import BarrierOption, VertexKind
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.barrier_control import TaskBarrierControl
 from cutcheck.reference.runtime.network import (
@@ -264,18 +264,13 @@ class Task:
             self.finish()
 
     def finish(self) -> None:
-        """End of input: flush, let the operator finish (sinks pre-commit), send EndOfPartition."""
+        """End of input: flush, let the operator finish (sinks pre-commit), send EndOfPartition.
+
+        A pending checkpoint this task has not taken is not taken here: it comes as a barrier, a
+        direct trigger queued when the last producer finished, or not at all (then it hangs until it
+        expires, which the run's TRIGGER check judges), as in Flink, which has no such fallback."""
         self.op.end_of_input()
         self.flush()
-        if self.channels:
-            # Our inputs ended before the barriers of a pending checkpoint reached us (the upstream
-            # snapshotted after its end of partition): every input record is processed, so the
-            # snapshot is taken now, and its barriers go out ahead of our own end of partition.
-            for cp, pending in sorted(self.engine.coordinator.pending.items()):
-                if cp > self.last_cp and cp not in self.snapshots:
-                    self.direct_triggers = [b for b in self.direct_triggers if b.cp != cp]
-                    b = Barrier(cp, CheckpointKind(pending.kind), BarrierOption(pending.options), pending.trigger_step)
-                    self.engine.checkpoints.snapshot_task(self, b, unaligned=False, received=set(), first=None, direct=True)
         for p in self.partitions:
             for sp in p.subpartitions:
                 sp.queue.append(END_OF_PARTITION)

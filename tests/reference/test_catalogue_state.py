@@ -54,7 +54,7 @@ CASES: dict[str, tuple[dict[str, Any], str]] = {
         scenario(SHORT_JOB, mode="aligned", interval=200), "EXACTLY_ONCE"),
     "txn-id-pool-reuse": (scenario("keyed-pipeline.json", mode="aligned"), "EXACTLY_ONCE"),
     "notify-commits-only-exact-checkpoint": (
-        scenario("keyed-pipeline.json", seed=15, mode="aligned", slow="map", max_steps=60_000,
+        scenario("keyed-pipeline.json", seed=14, mode="aligned", slow="map", max_steps=60_000,
                  checkpoint={"mode": "aligned", "interval": 16, "max_concurrent": 2}), "COMMIT"),
     "committable-restamped-on-restore": (scenario("keyed-pipeline.json", mode="aligned", failures=FAIL), "COMMIT"),
     "channel-state-by-vertex-pair": (
