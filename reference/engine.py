@@ -256,7 +256,10 @@ class Engine:
                 continue
             head = q[0]
             if type(head) is Barrier and head.priority:
-                append((fast, transmit, sp))
+                # can_transmit: a sender held by its gate's recovery keeps back barriers of ended checkpoints
+                if not (sp.blocked and head.cp not in self.coordinator.pending
+                        and any(c.recovery_pending for c in g.channels)):
+                    append((fast, transmit, sp))
             elif sp.blocked:
                 continue
             elif type(head) is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:
