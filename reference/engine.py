@@ -190,9 +190,8 @@ class Engine:
         """Every enabled action with its weight, in a fixed order (tasks, then subpartitions, then
         notifications), so a seed picks the same action in every run.
 
-        This scan runs once per step, so ``Task.readable``, ``Task.has_unflushed`` and
-        ``_can_transmit`` are inlined here; they remain the definitions (tests hold the two equal).
-        """
+        This scan runs once per step, so ``Task.readable``, ``Task.has_unflushed`` and ``can_transmit``
+        are inlined here; they remain the definitions (tests hold the two equal)."""
         sched = self.scenario.schedule
         # Every action weighs ``slowdown``; the slow vertex's record processing (and producing) weighs
         # 1 under the backpressure policy, while its event handling (barriers, end of partition,
@@ -236,8 +235,7 @@ class Engine:
                             continue
                         head = q[0]
                     if type(head) is Buf:
-                        if avail is None:
-                            avail = t.output_available()
+                        avail = t.output_available() if avail is None else avail
                         if not avail:
                             continue
                         append((w, do_process, ch))
@@ -258,7 +256,10 @@ class Engine:
                 continue
             head = q[0]
             if type(head) is Barrier and head.priority:
-                append((fast, transmit, sp))
+                # can_transmit: a sender held by its gate's recovery keeps back barriers of ended checkpoints
+                held = sp.blocked and head.cp not in self.coordinator.pending
+                if not (held and any(c.recovery_pending for c in g.channels)):
+                    append((fast, transmit, sp))
             elif sp.blocked:
                 continue
             elif type(head) is not Buf or ch.nbuf < g.exclusive or g.floating_in_use < g.floating:

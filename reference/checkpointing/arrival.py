@@ -29,14 +29,22 @@ if TYPE_CHECKING:
 
 
 def can_transmit(sp: OutputSubpartition) -> bool:
-    """Whether the head of ``sp`` may cross now: a priority barrier always (unless the receiving gate
-    still recovers), anything else unless the sender is blocked, a data buffer only with a credit."""
+    """Whether the head of ``sp`` may cross now: a priority barrier unless the receiving gate still
+    recovers (its input state, or, once this sender's end of channel state crossed, any channel's),
+    anything else unless the sender is blocked, a data buffer only with a credit."""
     head = sp.queue[0]
     ch = sp.channel
     if ch.gate.recovering():
         return False
     if isinstance(head, Barrier) and head.priority:
-        return True
+        # Past its end of channel state a sender is held until the receiver's whole gate recovered; a held
+        # sender keeps back the barriers of checkpoints no longer pending. Once they crossed and released it
+        # (``resume`` of a late barrier), a handed-over split's new records overtook its restored ones; now
+        # that they no longer release it, a stream of them (a finished source is triggered at every
+        # checkpoint, and each expired) kept its receiver busy with priority events, so that it never read
+        # the data that ends its gate's recovery (clean seed 33 of the handover focus, LIVENESS).
+        return not (sp.blocked and head.cp not in sp.task.engine.coordinator.pending
+                    and any(c.recovery_pending for c in ch.gate.channels))
     if sp.blocked:
         return False
     if isinstance(head, Buf):

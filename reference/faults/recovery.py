@@ -10,6 +10,7 @@ from cutcheck.reference.checkpointing.coordinator import tasks_to_wait_for
 from cutcheck.reference.checkpointing.snapshots import captures_recovered_data, starts_persisting
 from cutcheck.reference.core.seams import AnyFault, Fault, Layer
 from cutcheck.reference.recovery.region_failover import restarts_whole_region
+from cutcheck.reference.runtime.network import end_of_channel_state_consumed
 from cutcheck.reference.runtime.tasks import recovered_buffer_polled
 
 if TYPE_CHECKING:
@@ -52,6 +53,19 @@ def _terminal_counts_as_finished(correct: Callable[[Iterable[Task]], set[Subtask
     return {t.sid for t in tasks if not t.finished}
 
 
+def _channel_overtakes_gate_recovery(correct: Callable[[InputChannel], None], ch: InputChannel) -> None:
+    """A sender resumes once its own channel consumed the end of its recovered state, so its new data overtakes recovered data of other channels of the gate.
+
+    FLINK-19856 (apache/flink PR 13822) added the end-of-channel-recovery event and its rule: a
+    subpartition blocks after sending it, and the consumer unblocks all of its gate's subpartitions only
+    when every channel received it. Without the rule, after a rescale that hands a source split to
+    another producer, the split's new records arrive on one channel while its restored in-flight records
+    still wait on another, and a keyed consumer sees the key's offsets go backwards.
+    """
+    if ch.sender is not None:
+        ch.sender.blocked = False
+
+
 def _recovering_channel_misses_start(correct: Callable[[InputChannel], bool], ch: InputChannel) -> bool:
     """A channel still replaying recovered state does not start persisting, so later pre-barrier buffers are lost.
 
@@ -72,4 +86,6 @@ FAULTS: tuple[AnyFault, ...] = (
           key="FLINK-40482"),
     Fault("recovering-channel-misses-checkpoint-start", starts_persisting, Layer.RECOVERY,
           _recovering_channel_misses_start, key="FLINK-20654"),
+    Fault("channel-overtakes-gate-recovery", end_of_channel_state_consumed, Layer.RECOVERY,
+          _channel_overtakes_gate_recovery, key="FLINK-19856"),
 )

@@ -28,6 +28,9 @@ ORDER = {
     "ack-late": "an acknowledgement reaching the coordinator after its checkpoint ended (dropped)",
 }
 SIDES = ("input", "output")
+HANDOVER = {side: (f"restored {side} state of a key and split on one channel of a keyed gate while another channel's "
+                   "sender holds new records of them (a rescale handed the split to another producer)")
+            for side in SIDES}
 BATCH_ONLY = frozenset({Feature.BLOCKING})
 # Features features_of reports only for streaming jobs (a batch job takes no checkpoints).
 CHECKPOINTING = frozenset({Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT, Feature.CONCURRENT, Feature.EXPIRY,
@@ -107,6 +110,8 @@ def _universe() -> dict[Cell, str | None]:
     for partitioner in PARTITIONERS:
         for side in SIDES:
             cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
+    for side in HANDOVER:
+        cells["handover", side, ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -131,6 +136,8 @@ def cell_name(cell: Cell) -> str:
         return f"completion order {what}"
     if family == "restore":
         return f"restore {how} state on {what}"
+    if family == "handover":
+        return f"split handover on restored {what} state"
     return f"pair {what} + {how}"
 
 

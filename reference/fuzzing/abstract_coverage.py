@@ -18,6 +18,9 @@ states such bugs live in, per channel and per checkpoint:
 * ``order`` (what, ""): completions out of id order, which only crossing acknowledgements
   (``checkpoint.ack_delay``) produce: a newer checkpoint completing first, an acknowledgement
   arriving after its checkpoint ended;
+* ``handover`` (side, ""): a restore that handed a source split to another producer, its restored
+  ``input`` or ``output`` state on one channel of a keyed gate while new records of the same key and
+  split wait on another (``reference.fuzzing.handover``: what FLINK-19856's class needs);
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -39,6 +42,7 @@ from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
     CheckpointAborted,
     CheckpointCompleted,
+    RestoreTried,
     StepTaken,
 )
 from cutcheck.reference.fuzzing.abstract_cells import (
@@ -49,6 +53,7 @@ from cutcheck.reference.fuzzing.abstract_cells import (
     cell_name,
     count_class,
 )
+from cutcheck.reference.fuzzing.handover import HandoverWatch
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
@@ -114,7 +119,7 @@ class AbstractObserver:
     pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -125,6 +130,7 @@ class AbstractObserver:
         self._regions: tuple[Any, Any, dict[Any, frozenset[Any]]] | None = None  # ``_elsewhere``'s, per execution graph
         # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
+        self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -148,6 +154,12 @@ class AbstractObserver:
         engine.bus.subscribe(CheckpointAborted, aborted)
         engine.bus.subscribe(AcknowledgementArrived, arrived)
 
+        def restored(e: RestoreTried) -> None:
+            if e.refusal is None:
+                self._handover.restored(engine)
+
+        engine.bus.subscribe(RestoreTried, restored)
+
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
         pending = engine.coordinator.pending
@@ -159,6 +171,8 @@ class AbstractObserver:
         self._was_pending = npending
         if npending:
             self._senders(engine, hits, pending)
+        if self._handover.armed:
+            self._handover.look(hits)
         if len(engine.restore_reports) != self._restores:
             for report in engine.restore_reports[self._restores:]:
                 self._restore(engine, hits, report)

@@ -62,7 +62,8 @@ def _rescalable(graph: dict[str, Any]) -> list[str]:
 def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] = MODES,
                   max_parallelism: int = 4, rescale: bool | str = True, max_records: int = 200,
                   storage: bool | None = None, batch: bool | None = None, after_checkpoint: bool = False,
-                  keyed_pressure: bool = False, on: Collection[Feature] = (), off: Collection[Feature] = (),
+                  keyed_pressure: bool = False, handover: bool = False, on: Collection[Feature] = (),
+                  off: Collection[Feature] = (),
                   interleave: bool = False, held_barriers: bool = False,
                   graph_shape: dict[str, Any] | None = None) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
@@ -76,7 +77,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     every failure come soon after checkpoint 1 or 2 completed, so that the job restores one while
     its channels still carry records. ``keyed_pressure``: the slow vertex (with BACKPRESSURE) is a
     keyed one when the graph has one, and the first rescale moves it, so that a rescale splits keyed
-    state and the in-flight records queued on its hash inputs. ``on``/``off`` force further features.
+    state and the in-flight records queued on its hash inputs; with ``handover`` the first rescale moves
+    the source feeding that keyed vertex instead, which hands source splits to other producer subtasks
+    while their records are in flight (``reference.fuzzing.handover``). ``on``/``off`` force further features.
     ``interleave``: the schedule explores interleavings on purpose (``generate_interleaving``), drawn
     after everything else, so the rest of the scenario is the one the same draws give without it;
     ``held_barriers`` makes every such scenario hold barriers (the expiry-unaligned focus).
@@ -122,6 +125,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     schedule: dict[str, Any] = {"policy": "uniform"}
     if Feature.BACKPRESSURE in mask:
         keyed = [v["id"] for v in graph["vertices"] if v["kind"] == "keyed_count"]
+        if handover:  # a keyed vertex that reads a source directly, whose rescale hands splits over
+            sources = {v["id"] for v in graph["vertices"] if v["kind"] == "source"}
+            keyed = [k for k in keyed if any(e["to"] == k and e["from"] in sources for e in graph["edges"])] or keyed
         slow = choice(d, keyed if keyed_pressure and keyed else ids)
         schedule = {"policy": "backpressure", "slow": slow, "slowdown": d.integer(2, 40)}
     if Feature.RECORDS_PER_ACTION in mask:
@@ -137,7 +143,8 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     shape = faults.RunShape(is_batch, max(40, work // HORIZON_SHARE), max_parallelism, after_checkpoint)
     failures, workers = faults.failures(d, graph, mask, shape)
     rescales = faults.rescales(d, graph, failures, mask, shape, always=rescale == "always",
-                               first=schedule.get("slow") if keyed_pressure else None)
+                               first=_first_moved(graph, schedule.get("slow"), handover) if keyed_pressure else None,
+                               grow=handover)
     out: dict[str, Any] = {"graph": graph, "seed": d.integer(0, 2**31 - 1), "checkpoint": ck, "network": network,
                            "schedule": schedule, "failures": failures, "rescales": rescales,
                            "mutants": list(mutants)}
@@ -330,3 +337,12 @@ def step_budget(work: int, failures: list[dict[str, Any]], ck: dict[str, Any], t
 
 def scenario_from_seed(seed: int, mutants: Sequence[str] = (), **gen: Any) -> dict[str, Any]:
     return scenario_dict(SeedDraw(seed), mutants=mutants, **gen)
+
+
+def _first_moved(graph: dict[str, Any], slow: str | None, handover: bool) -> str | None:
+    """The vertex the first rescale moves under keyed pressure: the slow keyed vertex, or with ``handover``
+    a source it reads directly (the slow vertex when it reads none)."""
+    if not handover:
+        return slow
+    sources = {v["id"] for v in graph["vertices"] if v["kind"] == "source"}
+    return next((e["from"] for e in graph["edges"] if e["to"] == slow and e["from"] in sources), slow)

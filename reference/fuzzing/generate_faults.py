@@ -67,13 +67,15 @@ def _target(d: Draw, par: dict[str, int], workers: int | None) -> str:
 
 
 def rescales(d: Draw, graph: dict[str, Any], failures: list[dict[str, Any]], mask: Collection[Feature],
-             shape: RunShape, *, always: bool = False, first: str | None = None) -> list[dict[str, Any]]:
+             shape: RunShape, *, always: bool = False, first: str | None = None,
+             grow: bool = False) -> list[dict[str, Any]]:
     """Rescales of several vertices up and down, one entry per failure at most.
 
     Vertices joined by forward edges move together (Flink keeps their parallelism equal). Without
     REFUSABLE_RESCALE only vertices that touch no unmappable edge move; ``always`` guarantees a
     rescale on some failure whenever such a vertex exists (for hunting rescale bugs); ``first``
-    names a vertex whose group the first rescale moves, when it may move."""
+    names a vertex whose group the first rescale moves, when it may move; with ``grow`` that group grows
+    when it can (a source scaled up hands splits to new producer subtasks)."""
     if shape.batch or not failures or not (always or Feature.RESCALE in mask):
         return []
     job = JobGraph.from_json(graph)
@@ -96,7 +98,10 @@ def rescales(d: Draw, graph: dict[str, Any], failures: list[dict[str, Any]], mas
             group = choice(d, fixed if k == 0 and fixed else groups)
             limit = min(min(job.max_parallelism(v) for v in group), shape.max_parallelism)
             now = current[group[0]]
-            p = choice(d, [q for q in range(1, limit + 1) if q != now] or [now])
+            # Growing may pass the shape's maximum by one: a source drawn at the maximum still grows.
+            grown = min(min(job.max_parallelism(v) for v in group), shape.max_parallelism + 1)
+            larger = list(range(now + 1, grown + 1)) if grow and i == 0 and k == 0 and fixed else []
+            p = choice(d, larger or [q for q in range(1, limit + 1) if q != now] or [now])
             for v in group:
                 moves[v] = current[v] = p
         out.append({"on_failure": i, "parallelism": moves})

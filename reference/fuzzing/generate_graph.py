@@ -34,7 +34,8 @@ _INPUTS = {"map": (1, 2), "filter": (1, 2), "keyed_count": (1, 2), "union": (1, 
 
 def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_records: int = 200,
                blocking: bool = False, mask: Collection[Feature] | None = None, keyed: bool = False,
-               side_pipeline: bool = False, show: Collection[Feature] = ()) -> dict[str, Any]:
+               side_pipeline: bool = False, show: Collection[Feature] = (), max_keys: int = 16,
+               min_splits: int = 1) -> dict[str, Any]:
     """A valid job graph as a JSON-ready dict, using the graph features of ``mask`` (drawn from ``d``
     when None, then without at-least-once sinks, which only a caller asking for them gets).
     ``blocking=False`` keeps every exchange pipelined whatever the mask says; ``keyed`` makes the first
@@ -43,20 +44,24 @@ def graph_dict(d: Draw, *, max_parallelism: int = 4, max_middle: int = 3, max_re
     can restart while the rest keeps running (a region failover aborts every pending checkpoint,
     facts §9). ``show``: graph features of the mask the graph must exhibit (a guided campaign forcing a
     feature pair, ``guided.force``): a vertex of each such kind, an edge of each such partitioner, a
-    multi-edge; where the mask alone makes one show in a third to two thirds of the graphs."""
+    multi-edge; where the mask alone makes one show in a third to two thirds of the graphs. ``max_keys``:
+    the most keys a source draws (few keys: a key's records recur within each split); ``min_splits``: the
+    fewest splits it draws (up to 4)."""
     if mask is None:
         mask = draw_mask(d, off=(Feature.AT_LEAST_ONCE_SINK,))
     builder = _GraphBuilder(d, mask, max_parallelism, max_records, blocking and Feature.BLOCKING in mask,
-                            set(show) & set(mask))
+                            set(show) & set(mask), max_keys, min_splits)
     return builder.build(max_middle, keyed=keyed and Feature.KEYED_COUNT in mask, side=side_pipeline)
 
 
 class _GraphBuilder:
-    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of", "side", "show")
+    __slots__ = ("d", "mask", "max_p", "max_records", "blocking", "vertices", "edges", "par", "kind_of", "side", "show",
+                 "max_keys", "min_splits")
 
     def __init__(self, d: Draw, mask: Collection[Feature], max_p: int, max_records: int, blocking: bool,
-                 show: set[Feature] | None = None):
+                 show: set[Feature] | None = None, max_keys: int = 16, min_splits: int = 1):
         self.d, self.mask, self.max_p, self.max_records, self.blocking = d, mask, max_p, max_records, blocking
+        self.max_keys, self.min_splits = max_keys, min_splits
         self.show = show or set()  # graph features still to exhibit (``graph_dict``); each leaves once shown
         self.vertices: list[dict[str, Any]] = []
         self.edges: list[dict[str, Any]] = []
@@ -76,7 +81,7 @@ class _GraphBuilder:
         for i in range(n_sources):
             records = d.integer(max(1, self.max_records // 4), max(1, self.max_records))
             self.add(f"src{i}", "source", d.integer(1, self.max_p), records=0 if i == empty else records,
-                     keys=d.integer(1, 16), splits=d.integer(1, 4), seed=d.integer(0, 99))
+                     keys=d.integer(1, self.max_keys), splits=d.integer(self.min_splits, 4), seed=d.integer(0, 99))
         if side:
             # Listed with the sources, left out of every later choice of inputs; the loop below that
             # gives each unread producer a sink of its own gives it one ({id}_out). Up to four times a

@@ -263,6 +263,7 @@ def _excluded(gen: dict[str, Any]) -> set[Feature]:
     # An at-least-once sink duplicates records after a failure, as in Flink; outside the at-least-once
     # focus the exactly-once verdict would call that a finding, so only that focus brings one in.
     excluded = set() if Feature.AT_LEAST_ONCE_SINK in gen.get("on", ()) else {Feature.AT_LEAST_ONCE_SINK}
+    excluded |= set(gen.get("off", ()))  # a focus that turns a feature off (handover) never shows it
     if not gen.get("batch"):
         excluded.add(Feature.BLOCKING)  # a forced batch job would lose the focus's checkpointing features
     if gen.get("storage") is False:

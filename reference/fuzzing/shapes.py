@@ -15,6 +15,10 @@ examples (timed replays wait as long):
   an edge of that partitioner shown in the graph. Wanted once ``WARM_UP`` examples ran without it.
 * ``stale``: a barrier of an aborted checkpoint still in flight as a newer one starts: the
   expiry-unaligned focus (held barriers, short checkpoint timeouts). Wanted once ``WARM_UP`` examples ran.
+* ``handover``: a source split handed to another producer by a rescale, its restored records on one
+  channel of a keyed gate while its new records wait on another (``handover``): the handover focus
+  (a growing source read by a slow keyed vertex, few keys, several splits). Wanted once ``WARM_UP``
+  examples ran without it; the cycle brings the focus too, one seed in 19.
 """
 
 from __future__ import annotations
@@ -58,16 +62,19 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
     """The shapes of the cells ``reached`` lacks, each with its name (``crowd`` takes savepoint bursts),
     none before ``examples`` reached ``WARM_UP``: the crowd shape alone while the failover transition is
     unreached and no entry of ``corpus`` marked a moment for it (its replays take over; it is the
-    rarest), else one per partitioner of an unreached restore cell and one for the stale cells."""
+    rarest), else one per partitioner of an unreached restore cell, one for the stale cells and one for
+    the handover cells."""
     out: list[tuple[str, dict[str, Any]]] = []
     if examples < WARM_UP:
         return out
     if not reached.hits[TIMED_FOR["crowded"]] and not any(e.moments.get("crowded") for e in corpus):
         return [("crowd", CROWD)]
-    missed = [c for c, why in ABSTRACT_UNIVERSE.items() if why is None and c[0] in ("restore", "stale")
+    missed = [c for c, why in ABSTRACT_UNIVERSE.items() if why is None and c[0] in ("restore", "stale", "handover")
               and not reached.hits[c]]
     for partitioner in dict.fromkeys(c[1] for c in missed if c[0] == "restore"):
         out.append(("restore", restore_shape(partitioner)))
     if any(c[0] == "stale" for c in missed):
         out.append(("stale", dict(FOCI["expiry-unaligned"])))
+    if any(c[0] == "handover" for c in missed):
+        out.append(("handover", dict(FOCI["handover"])))
     return out

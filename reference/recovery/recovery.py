@@ -18,6 +18,8 @@ from cutcheck.reference.events.stream import Recovering
 from cutcheck.reference.recovery.fanout import after_restore
 from cutcheck.reference.recovery.rescale import rescaled_assignment
 from cutcheck.reference.runtime.network import END_OF_CHANNEL_STATE, Buf
+from cutcheck.reference.runtime.operators import KeyedOperator
+from cutcheck.reference.runtime.records import KEY, SPLIT
 from cutcheck.reference.runtime.sinks import SinkOperator
 from cutcheck.reference.storage.memory import CompletedCheckpoint
 
@@ -110,6 +112,22 @@ def install_channel_state(engine: RecoveryRun, channel_states: dict[tuple[int, i
         sp.emitted = sp.recovered_end = seq
         sp.queue.append(END_OF_CHANNEL_STATE)
         ch.recovery_pending = True
+        if seq:
+            _await_restored(ch, sp.partition.edge, inp, out)
+
+
+def _await_restored(ch: Any, edge: int, inp: list[Buf], out: list[Buf]) -> None:
+    """Count, per key and split, the restored records a keyed consumer must process before any new record
+    of them on an edge whose order it checks (``KeyedOperator.awaiting``): the split may now come from
+    another producer, over another channel of the same gate."""
+    op = ch.task.op
+    if not isinstance(op, KeyedOperator) or ch.edge not in op.check_order_edges:
+        return
+    awaiting = op.awaiting
+    for b in (*inp, *out):
+        for rec in b.recs:
+            lk = (rec[KEY], rec[SPLIT], edge)
+            awaiting[lk] = awaiting.get(lk, 0) + 1
 
 
 def subtask(vertex: str, index: int) -> SubtaskId:

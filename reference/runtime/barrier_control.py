@@ -80,8 +80,11 @@ class TaskBarrierControl:
 
     def resume(self, ch: InputChannel) -> None:
         """resumeConsumption of one channel: an aligned barrier we do not align on (its checkpoint
-        was aborted or is over) must not leave its sender blocked."""
-        if not ch.blocked and ch.sender is not None:
+        was aborted or is over) must not leave its sender blocked. A sender held by EndOfChannelState
+        stays held while its gate recovers, as in ``unblock_all`` (a late priority barrier of an aborted
+        checkpoint released one, and a handed-over split's new records overtook its restored ones on
+        another channel: ORDER, found by the handover focus)."""
+        if not ch.blocked and ch.sender is not None and not any(c.recovery_pending for c in ch.gate.channels):
             ch.sender.blocked = False
 
     def unblock_all(self, ending: AlignmentEnd) -> None:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from cutcheck.model.kinds import BarrierOption, CheckpointKind
+from cutcheck.reference.core.seams import seam
 
 if TYPE_CHECKING:
     from cutcheck.reference.core.doors import ChannelEvents
@@ -185,6 +186,14 @@ class InputGate:
             return True
         self.recovery_done = True  # recovered data is only installed into fresh gates, so this is final
         return False
+
+
+@seam
+def end_of_channel_state_consumed(ch: InputChannel) -> None:
+    """``ch`` consumed the end of its recovered state; its sender stays blocked until every channel of the
+    gate has, then all resume together (Flink's UpstreamRecoveryTracker; FLINK-19856 added the event so that
+    no new data overtakes recovered data of another channel of the same gate, facts §5)."""
+    ch.gate.upstream_recovered()
 
 
 def inflight_records(subpartitions: list[OutputSubpartition]) -> int:

@@ -127,6 +127,10 @@ class KeyedOperator(Operator):
         self.check_order_edges: frozenset[int] = (
             frozenset() if at_least_once else task.engine.order_edges.get(task.sid.vertex, frozenset())
         )
+        # (key, split, edge) -> records of it restored as channel state and not yet processed (filled by
+        # reference.recovery.recovery.install_channel_state): a live record of one of them is ORDER broken,
+        # wherever its producer now is (a rescale hands a split to another producer, facts §5).
+        self.awaiting: dict[tuple[int, int, int], int] = {}
 
     def key_group(self, key: int) -> int:
         kg = self.kg_cache.get(key)
@@ -148,6 +152,9 @@ class KeyedOperator(Operator):
         kg_cache, lo, hi, mp = self.kg_cache, self.range.start, self.range.end, self.max_parallelism
         ordered = ch.edge in self.check_order_edges
         edge, producer, order_state = ch.edge, self.task.lineage, self.order
+        awaiting = self.awaiting if ordered else None
+        # Records recs[i:restored] are restored channel state (sequence numbers below recovered_end).
+        restored = i + ch.sender.recovered_end - ch.processed if awaiting and ch.sender is not None else i
         for j in range(i, stop):
             rec = recs[j]
             key = rec[KEY]
@@ -172,7 +179,30 @@ class KeyedOperator(Operator):
                         f"after offset {last} (rid {rec[RID]}, edge {edge}, producer {producer})",
                     )
                 order[lineage] = rec[OFFSET]
+                if awaiting:
+                    self._restored_first(awaiting, rec, edge, j < restored, producer)
             yield rec, kg
+
+    def _restored_first(self, awaiting: dict[tuple[int, int, int], int], rec: Record, edge: int, restored: bool,
+                        producer: int) -> None:
+        """ORDER across a restore: every restored record of a key and split on an edge is processed before
+        any new one, whichever channels of the gate hold them (Flink converts a gate's recovered channels
+        and resumes its producers only after the whole gate's channel state is consumed, facts §5)."""
+        lk = (rec[KEY], rec[SPLIT], edge)
+        left = awaiting.get(lk)
+        if left is None:
+            return
+        if not restored:
+            raise InvariantViolation(
+                "ORDER",
+                f"{self.task.sid} got new offset {rec[OFFSET]} of key {rec[KEY]}, split {rec[SPLIT]} (edge {edge}, "
+                f"producer {producer}) while {left} restored record(s) of that key and split were still unprocessed "
+                f"(rid {rec[RID]})",
+            )
+        if left > 1:
+            awaiting[lk] = left - 1
+        else:
+            del awaiting[lk]
 
     def snapshot(self) -> dict[str, Any]:
         return {

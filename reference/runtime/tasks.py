@@ -24,6 +24,7 @@ from cutcheck.reference.runtime.network import (
     InputGate,
     OutputSubpartition,
     ResultPartition,
+    end_of_channel_state_consumed,
 )
 from cutcheck.reference.runtime.operator_kinds import make_operator
 from cutcheck.reference.runtime.records import KEY, Record
@@ -207,7 +208,7 @@ class Task:
         elif isinstance(head, EndOfChannelState):
             q.popleft()
             ch.recovery_pending = False
-            ch.gate.upstream_recovered()
+            self.engine.rules[end_of_channel_state_consumed](ch)
         else:
             q.popleft()
             self._channel_ended(ch)

@@ -29,6 +29,17 @@ EMPTY_SOURCE = {"name": "empty-source", "max_parallelism": 128,
                 "edges": [{"from": "idle", "to": "map", "partitioner": "rebalance"},
                           {"from": "src", "to": "map", "partitioner": "rebalance"},
                           {"from": "map", "to": "sink", "partitioner": "rebalance"}]}
+# A source whose four splits a rescale from 2 to 3 subtasks redistributes: split 3 moves from old subtask 1
+# to new subtask 2, while its in-flight records restore on the channel of new subtask 1 (ARBITRARY maps old
+# 1 to new 1). The split's restored records and its new ones then sit on two channels of count's one gate.
+HANDOVER = {"name": "handover", "max_parallelism": 128,
+            "vertices": [{"id": "src", "kind": "source", "parallelism": 2, "records": 600, "keys": 3, "splits": 4},
+                         {"id": "count", "kind": "keyed_count", "parallelism": 1},
+                         {"id": "sink", "kind": "sink", "parallelism": 1, "delivery": "exactly_once"}],
+            "edges": [{"from": "src", "to": "count", "partitioner": "hash"},
+                      {"from": "count", "to": "sink", "partitioner": "forward"}]}
+RESCALE_SOURCE = {"failures": [{"after_checkpoint": 1, "delay": 0, "target": "count[0]"}],
+                  "rescales": [{"on_failure": 0, "parallelism": {"src": 3}}]}
 
 # fault -> (scenario, the invariant that catches it)
 VIOLATIONS: dict[str, tuple[dict[str, Any], str]] = {
@@ -51,6 +62,9 @@ VIOLATIONS: dict[str, tuple[dict[str, Any], str]] = {
         scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000), "TRIGGER"),
     "no-retrigger-after-predecessors-finish": (
         scenario("keyed-pipeline.json", mode="aligned", seed=1, max_steps=60_000), "TRIGGER"),
+    "channel-overtakes-gate-recovery": (
+        scenario(HANDOVER, mode="unaligned", seed=1, slow="count", buffer_bytes=256, floating=4,
+                 **RESCALE_SOURCE), "ORDER"),
     "savepoint-as-priority-barrier": (
         scenario("keyed-pipeline.json", mode="unaligned", seed=1, slow="count",
                  savepoints=[{"after_checkpoint": 1, "delay": 0}]), "ALIGNED_EDGE"),

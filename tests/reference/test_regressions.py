@@ -95,3 +95,16 @@ def test_a_savepoint_completing_before_an_older_pending_checkpoint_keeps_its_sha
     assert result.violations == [], result.violations
     completed = {c["id"]: c for c in result.checkpoints if c["status"] == "completed"}
     assert completed[2]["kind"] == "savepoint" and 1 in completed  # the savepoint completed first, then 1
+
+
+def test_a_late_barrier_does_not_resume_a_sender_held_by_its_gates_recovery() -> None:
+    """Once scenario_of_seed(100028) (the handover focus; kill's seed campaign at campaign seed 1): a
+    restore from 2 and 1 source subtasks to 3 handed split 4 to producer 2 while its restored output
+    record (offset 8) still waited at producer 1. A priority barrier of an expired checkpoint reached
+    producer 2's channel, whose sender EndOfChannelState held; the handler's ``resume`` of that channel
+    released the sender, and offset 9 overtook offset 8 (ORDER, the check that restored records of a key
+    and split come first). ``resume`` now leaves a sender held while its gate recovers."""
+    raw = json.loads((HERE / "late-barrier-resumes-recovering-sender-seed-100028.json").read_text())
+    v = run_scenario(raw)
+    assert v.ok, v.violations
+    assert v.rescaled and v.restarts == 2
