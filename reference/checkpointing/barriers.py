@@ -8,6 +8,11 @@ Modelled on Flink's ``SingleCheckpointBarrierHandler`` states (facts §3.4–§3
   has not arrived keep persisting their pre-barrier data as input state.
 * ``TrackingBarriers``: at-least-once; nothing blocks, the snapshot comes after the last barrier.
 
+The events are a barrier, the alignment timeout, an end of partition and a cancel marker
+(``processCancellationBarrier``). The coordinator's abort is not one of them: it never reaches a
+handler (facts §4.10). An alignment of an aborted checkpoint goes on until its barriers, a cancel
+marker or a newer barrier end it; the snapshot step then sends cancel markers instead of barriers.
+
 Each method returns the next state. A state sees its task only through ``BarrierController``, the
 handful of effects the rules need (``take_snapshot``, ``block``/``unblock_all``, ``decline`` …), as
 Flink's handler states see a ``CheckpointBarrierBehaviourController``; ``reference.runtime.tasks.Task``
@@ -33,7 +38,7 @@ class BarrierController(Protocol):
     """What a handler state may see and do of its task, and nothing of the run."""
 
     @property
-    def last_cp(self) -> int: ...  # the newest checkpoint this task snapshotted, declined or aborted
+    def last_cp(self) -> int: ...  # the newest checkpoint this task snapshotted, cancelled or declined
 
     @property
     def channels(self) -> list[InputChannel]: ...
@@ -53,6 +58,8 @@ class BarrierController(Protocol):
     def all_received(self, received: set[int]) -> bool: ...
 
     def eop_counts_as_barrier(self, ch: InputChannel) -> bool: ...
+
+    def cancel_ends_alignment(self, cp: int, collecting: int) -> bool: ...
 
     def timed_out(self, b: Barrier) -> bool: ...
 
@@ -108,9 +115,9 @@ class HandlerState:
         _dispatched(task, self, "end_of_partition")
         return self.on_end_of_partition(task, ch)
 
-    def abort(self, task: BarrierController, cp: int) -> HandlerState:
-        _dispatched(task, self, "abort")
-        return self.on_abort(task, cp)
+    def cancel_received(self, task: BarrierController, ch: InputChannel, cp: int) -> HandlerState:
+        _dispatched(task, self, "cancel_received")
+        return self.on_cancel(task, ch, cp)
 
     def collecting(self) -> set[int]:
         """The checkpoints whose barriers this state is collecting (none while waiting for a first one)."""
@@ -131,8 +138,19 @@ class HandlerState:
     def on_end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
         return self
 
-    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
+    def on_cancel(self, task: BarrierController, ch: InputChannel, cp: int) -> HandlerState:
+        """``processCancellationBarrier`` of the single-checkpoint handler: a cancel marker of a checkpoint
+        newer than any this task met, or of the one it collects, ends what it collects (for a newer one,
+        the older checkpoint is dropped here, not declined) and declines the cancelled checkpoint, which
+        forwards the marker; any other cancel marker is one the task already acted on."""
+        if task.cancel_ends_alignment(cp, self.cp):
+            self.end_alignment(task, AlignmentEnd.ABORTED)
+            task.decline(cp, "a cancel marker arrived", "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")
+            return WaitingForFirstBarrier()
         return self
+
+    def end_alignment(self, task: BarrierController, ending: AlignmentEnd) -> None:
+        """What the state undoes when its alignment ends other than by completing (``abort``)."""
 
 
 def _dispatched(task: BarrierController, state: HandlerState, event: str) -> None:
@@ -172,8 +190,9 @@ class CollectingBarriers(HandlerState):
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
+            # cancelSubsumedCheckpoint: the alignment ends, then the task declines (and cancels downstream)
+            self.end_alignment(task, AlignmentEnd.SUBSUMED)
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
-            task.unblock_all(AlignmentEnd.SUBSUMED)
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
             task.resume(ch)
@@ -208,11 +227,8 @@ class CollectingBarriers(HandlerState):
             return self  # forced-aligned barriers never time out
         return CollectingBarriersUnaligned.switch(task, self.barrier, self.received)
 
-    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
-        if cp != self.cp:
-            return self
-        task.unblock_all(AlignmentEnd.ABORTED)
-        return WaitingForFirstBarrier()
+    def end_alignment(self, task: BarrierController, ending: AlignmentEnd) -> None:
+        task.unblock_all(ending)
 
 
 class CollectingBarriersUnaligned(HandlerState):
@@ -247,9 +263,8 @@ class CollectingBarriersUnaligned(HandlerState):
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
         if b.cp > self.cp:
+            self.end_alignment(task, AlignmentEnd.SUBSUMED)
             task.decline(self.cp, "a newer barrier arrived (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
-            task.stop_persisting()
-            task.unblock_all(AlignmentEnd.SUBSUMED)
             return WaitingForFirstBarrier().barrier_received(task, ch, b)
         if b.cp < self.cp:
             task.resume(ch)
@@ -271,23 +286,23 @@ class CollectingBarriersUnaligned(HandlerState):
         task.input_side_done(self.cp)
         return WaitingForFirstBarrier()
 
-    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
-        if cp != self.cp:
-            return self
+    def end_alignment(self, task: BarrierController, ending: AlignmentEnd) -> None:
         task.stop_persisting()
-        task.unblock_all(AlignmentEnd.ABORTED)
-        return WaitingForFirstBarrier()
+        task.unblock_all(ending)
 
 
 MAX_CHECKPOINTS_TO_TRACK = 50  # CheckpointBarrierTracker's bound on partly aligned checkpoints
 
 
 class _Count:
-    """One partly aligned checkpoint of the tracker: its barrier and the channels it came on."""
+    """One partly aligned checkpoint of the tracker: its barrier (none if a cancel marker came first),
+    the channels its barrier or cancel marker came on, and whether it was cancelled here."""
 
-    def __init__(self, b: Barrier):
+    def __init__(self, cp: int, b: Barrier | None):
+        self.cp = cp
         self.barrier = b
         self.received: set[int] = set()
+        self.aborted = b is None
 
 
 class TrackingBarriers(HandlerState):
@@ -297,22 +312,24 @@ class TrackingBarriers(HandlerState):
     barrier declines nothing: older checkpoints are dropped (silently, the coordinator subsumes or
     expires them) only when a newer one completes here, or when a 51st one starts. A first barrier
     of a checkpoint not newer than the newest tracked (or finished) one can no longer complete and
-    is ignored. With nothing tracked the task is idle again (``WaitingForFirstBarrier``).
+    is ignored. A cancel marker declines its checkpoint (and every older tracked one) once, and the
+    checkpoint stays tracked, cancelled, until every channel brought its barrier or marker. With
+    nothing tracked the task is idle again (``WaitingForFirstBarrier``).
     """
 
     def __init__(self) -> None:
         self.pending: list[_Count] = []
 
     def collecting(self) -> set[int]:
-        return {count.barrier.cp for count in self.pending}
+        return {count.cp for count in self.pending if not count.aborted}
 
     def on_barrier(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
-        count = next((c for c in self.pending if c.barrier.cp == b.cp), None)
+        count = next((c for c in self.pending if c.cp == b.cp), None)
         if count is None:
-            newest = self.pending[-1].barrier.cp if self.pending else -1
+            newest = self.pending[-1].cp if self.pending else -1
             if b.cp <= max(newest, task.last_cp):
                 return self._idle()
-            count = _Count(b)
+            count = _Count(b.cp, b)
             self.pending.append(count)
             if len(self.pending) > MAX_CHECKPOINTS_TO_TRACK:
                 self.pending.pop(0)
@@ -329,14 +346,32 @@ class TrackingBarriers(HandlerState):
 
     def _complete(self, task: BarrierController, count: _Count) -> HandlerState:
         del self.pending[: self.pending.index(count) + 1]  # it and every older one (now subsumed)
-        task.take_snapshot(count.barrier, unaligned=False)
-        task.input_side_done(count.barrier.cp)
+        if not count.aborted and count.barrier is not None:
+            task.take_snapshot(count.barrier, unaligned=False)
+            task.input_side_done(count.cp)
         return self._idle()
 
-    def on_abort(self, task: BarrierController, cp: int) -> HandlerState:
-        self.pending = [c for c in self.pending if c.barrier.cp != cp]
+    def on_cancel(self, task: BarrierController, ch: InputChannel, cp: int) -> HandlerState:
+        """``CheckpointBarrierTracker.processCancellationBarrier``."""
+        while self.pending and self.pending[0].cp < cp:
+            older = self.pending.pop(0)
+            if not older.aborted:
+                task.decline(older.cp, "a cancel marker of a newer checkpoint arrived", "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")
+        first = self.pending[0] if self.pending else None
+        if first is not None and first.cp == cp:
+            if not first.aborted:
+                first.aborted = True
+                task.decline(cp, "a cancel marker arrived", "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")
+            first.received.add(ch.index_in_task)
+            if task.all_received(first.received):
+                self.pending.pop(0)
+        elif cp > max(self.pending[-1].cp if self.pending else -1, task.last_cp):
+            task.decline(cp, "a cancel marker arrived", "CHECKPOINT_DECLINED_ON_CANCELLATION_BARRIER")
+            marker = _Count(cp, None)
+            marker.received.add(ch.index_in_task)
+            if not task.all_received(marker.received):
+                self.pending.insert(0, marker)
         return self._idle()
 
     def _idle(self) -> HandlerState:
         return self if self.pending else WaitingForFirstBarrier()
-

@@ -33,6 +33,7 @@ from cutcheck.reference.events.stream import (
     CheckpointTriggered,
     HandlerDispatched,
 )
+from cutcheck.reference.runtime.barrier_control import AlignmentEnd
 from cutcheck.reference.runtime.debloat import current_buffer_size
 from cutcheck.reference.runtime.doors import TaskRun
 from cutcheck.reference.runtime.network import Barrier, InputChannel
@@ -80,7 +81,7 @@ class CheckpointController:
         return WaitingForFirstBarrier()
 
     def snapshot_task(self, task: Task, b: Barrier, *, unaligned: bool, received: set[int],
-                      first: InputChannel | None, direct: bool = False) -> TaskSnapshot:
+                      first: InputChannel | None, direct: bool = False) -> TaskSnapshot | None:
         """The snapshot step a barrier handler or a finishing task triggers (checkpointing.snapshots)."""
         return snapshot_task(task, b, unaligned=unaligned, received=received, first=first, direct=direct)
 
@@ -139,12 +140,14 @@ class CheckpointController:
         subsumes an older one the handler still collects, as a newer barrier does.
         """
         b = t.direct_triggers.pop(0)
-        if b.cp not in self.run.coordinator.pending or b.cp <= t.last_cp:
-            return  # aborted, or this task already took the snapshot (a barrier got here first)
+        if b.cp <= t.last_cp or (b.cp not in self.run.coordinator.pending and b.cp not in t.aborted):
+            return  # this task already took the snapshot, or moved past it (a barrier got here first)
         if not self.run.rules[trigger_reaches_task](t):
             return
         h = t.handler
         if isinstance(h, (CollectingBarriers, CollectingBarriersUnaligned)) and h.cp < b.cp:
+            h.end_alignment(t.control, AlignmentEnd.SUBSUMED)
+            t.handler = WaitingForFirstBarrier()
             t.control.decline(h.cp, "a newer checkpoint was triggered (subsumed)", "CHECKPOINT_DECLINED_SUBSUMED")
         unaligned = not t.is_source and not t.finished and self.snapshots_unaligned(t, b)
         snapshot_task(t, b, unaligned=unaligned, received=set(), first=None, direct=True)
@@ -212,11 +215,11 @@ class CheckpointController:
         run = self.run
         run.event("abort", f"checkpoint {cp}")
         run.bus.publish(CheckpointAborted(cp, kind, reason, cause, run.step))
+        # Every task hears of it (``notifyCheckpointAborted``), but no barrier handler does: alignments of
+        # ``cp`` end by its barriers, a cancel marker or a newer barrier. A queued direct trigger of ``cp``
+        # stays; when it runs, the task sends cancel markers instead of barriers (facts §4.10).
         for t in run.tasks.values():
-            t.handler = t.handler.abort(t.control, cp)
-            t.snapshots.pop(cp, None)
-            t.direct_triggers = [b for b in t.direct_triggers if b.cp != cp]
-            t.last_cp = max(t.last_cp, cp)
+            t.notify_aborted(cp)
 
 
 def notify_complete(note: tuple[Task, int]) -> None:

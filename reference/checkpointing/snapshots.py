@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.checkpointing.barriers import barrier_options_on_edge
 from cutcheck.reference.core.seams import seam
-from cutcheck.reference.events.stream import SnapshotTaken
+from cutcheck.reference.events.stream import SnapshotCancelled, SnapshotTaken
 from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 
@@ -83,11 +83,36 @@ def capture_input(task: Task, ch: InputChannel, cut: int | None) -> list[Buf]:
     return captured
 
 
+def cancel_at_snapshot(task: Task, b: Barrier, *, unaligned: bool, direct: bool) -> None:
+    """The snapshot step of a checkpoint the coordinator already aborted (the task was told before its
+    barriers or trigger reached it) takes no snapshot: it sends a cancel marker on every output instead of
+    barriers, so that no consumer aligns on it (``checkAndClearAbortedStatus`` in
+    ``SubtaskCheckpointCoordinatorImpl.checkpointState``, facts §4.10). An unaligned one started persisting its input channels
+    before the step found the abort (``initInputsCheckpoint`` and ``checkpointStarted`` come first), and
+    they persist, into nothing, until their barriers come or the alignment ends."""
+    engine = task.engine
+    cp = b.cp
+    task.first_barrier.pop(cp, None)
+    task.processed_at_first_barrier.pop(cp, None)
+    if unaligned and not direct:
+        for ch in task.channels:
+            if (ch.barrier_arrived != cp and not ch.ended and not ch.eop_arrived
+                    and engine.rules[captures_input_channel](ch) and engine.rules[starts_persisting](ch)):
+                ch.persisting = cp
+    if engine.bus.wants(SnapshotCancelled):
+        engine.bus.publish(SnapshotCancelled(task.sid, cp, engine.step))
+    task.cancel_downstream(cp)
+
+
 def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int], first: InputChannel | None,
-                  direct: bool = False) -> TaskSnapshot:
+                  direct: bool = False) -> TaskSnapshot | None:
     engine = task.engine
     cp = b.cp
     task.last_cp = max(task.last_cp, cp)
+    if cp in task.aborted:
+        task.aborted.discard(cp)
+        cancel_at_snapshot(task, b, unaligned=unaligned, direct=direct)
+        return None
     if unaligned and first is not None:
         engine.rules[drain_before_unaligned_snapshot](task, first)
     snap = TaskSnapshot(cp=cp, sid=task.sid, operator={}, unaligned=unaligned)

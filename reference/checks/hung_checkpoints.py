@@ -8,8 +8,10 @@ whether it could still have completed, and a checkpoint that could not is a find
 The decision is conservative: it flags only a checkpoint that is certainly orphaned. A task of the
 plan has a way to take checkpoint ``cp`` when it
 
-* took it already (its snapshot exists, acknowledged or not), or has moved past it (it declined it,
-  or took a newer one first: whether that is a bug is for other checks);
+* took it already and will acknowledge it (its snapshot exists, and its input side is done or its
+  barrier handler still collects the checkpoint's barriers: an unaligned snapshot whose collection
+  ended some other way is never acknowledged), or has moved past it (it declined it, or took a newer
+  one first: whether that is a bug is for other checks);
 * has a direct trigger of ``cp`` queued, or its barrier handler is collecting ``cp``;
 * has an input channel that has not ended on which a barrier of ``cp`` is queued (received, priority
   or in the sender's output), or whose producer took ``cp`` (the producer's barrier or its end of
@@ -55,7 +57,10 @@ class _Ways:
 
     def _decide(self, t: Task) -> bool:
         cp = self.cp
-        if cp in t.snapshots or t.last_cp >= cp:
+        snap = t.snapshots.get(cp)
+        if snap is not None:
+            return snap.input_done or cp in t.handler.collecting()
+        if t.last_cp >= cp:
             return True
         if any(b.cp == cp for b in t.direct_triggers) or cp in t.handler.collecting():
             return True
@@ -86,5 +91,6 @@ def check_not_orphaned(tasks: Iterable[Task], cp: int, kind: str, when: str) -> 
     orphans = orphaned_by(tasks, cp)
     if orphans:
         shown = ", ".join(str(s) for s in orphans[:4]) + (f" and {len(orphans) - 4} more" if len(orphans) > 4 else "")
-        raise InvariantViolation("TRIGGER", f"{kind} {cp} {when} with no way to complete: {shown} "
-                                            f"got no trigger and no barrier of it, and none is on its way")
+        raise InvariantViolation("TRIGGER", f"{kind} {cp} {when} with no way to complete: {shown} can no longer "
+                                            f"take or acknowledge it (no trigger and no barrier of it on its way, or "
+                                            f"a snapshot of it whose input side will never finish)")

@@ -34,7 +34,7 @@ from cutcheck.model.protocol import ACTIONS
 Cell = tuple[str, str, str]
 
 HANDLER_STATES = ("WaitingForFirstBarrier", "CollectingBarriers", "CollectingBarriersUnaligned", "TrackingBarriers")
-HANDLER_EVENTS = ("barrier_received", "alignment_timeout", "end_of_partition", "abort")
+HANDLER_EVENTS = ("barrier_received", "alignment_timeout", "end_of_partition", "cancel_received")
 CHANNEL_MODES = ("aligned", "unaligned", "aligned_timeout", "at_least_once")
 SIDES = {"input": "downstream_mapper", "output": "upstream_mapper"}
 STORAGE_TRANSITIONS = {

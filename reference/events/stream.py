@@ -89,6 +89,16 @@ class SnapshotTaken:
 
 
 @dataclass(frozen=True, slots=True)
+class SnapshotCancelled:
+    """A task came to the snapshot of ``cp`` after the coordinator had aborted it: it took none and sent
+    cancel markers downstream instead of barriers."""
+
+    sid: SubtaskId
+    cp: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
 class CheckpointCompleting:
     """Every acknowledgement is in; the checkpoint is about to be stored. The cut is checked here,
     before the storage takes it (a checkpoint that breaks CUT must never be restorable)."""

@@ -24,6 +24,7 @@ from cutcheck.reference.core.seams import AnyFault, Fault, Layer
 from cutcheck.reference.runtime.barrier_control import (
     AlignmentEnd,
     alignment_end_resumes,
+    cancel_marker_ends_alignment,
     end_of_partition_counts_as_barrier,
 )
 from cutcheck.reference.runtime.network import Buf
@@ -125,8 +126,9 @@ def _trigger_lost_on_finished_task(correct: Callable[[Task], bool], task: Task) 
 def _abort_leaves_channels_blocked(correct: Callable[[AlignmentEnd], bool], ending: AlignmentEnd) -> bool:
     """An alignment that ends in an abort of its checkpoint leaves the channels it blocked blocked.
 
-    The abort may be an expiry, a decline at another task, or a failover elsewhere. The class of a
-    handler state whose abort path forgets ``unblockAllChannels``: the blocked channels' records, and
+    The abort reaches the handler as a cancel marker (the checkpoint expired, or another task declined it,
+    before this task's producers came to it). The class of a handler state whose abort path forgets
+    ``unblockAllChannels``: the blocked channels' records, and
     their senders' output, wait until a later checkpoint's alignment happens to resume them, or for
     ever; nothing is lost, so only BLOCKED sees it (LIVENESS when it never resumes).
     """
@@ -154,6 +156,19 @@ def _no_retrigger_after_predecessors_finish(correct: Callable[[Task, Mapping[int
     """
 
 
+def _stale_cancel_marker_ends_alignment(correct: Callable[[int, int, int], bool], cp: int, current: int,
+                                        collecting: int) -> bool:
+    """A cancel marker of an older checkpoint ends the alignment of a newer one.
+
+    The class of a ``processCancellationBarrier`` that compares the marker with the wrong checkpoint id: a
+    marker still travelling behind data (sent when an upstream task found its checkpoint aborted) reaches
+    a task that already collects the next checkpoint, which stops persisting its channels (unaligned: the
+    in-flight records behind the newer barrier's cut are missing from its input state) or resumes them
+    before its snapshot (aligned: records after the barrier are processed first). CUT sees either.
+    """
+    return correct(cp, current, collecting) or (collecting >= 0 and cp < collecting)
+
+
 FAULTS: tuple[AnyFault, ...] = (
     Fault(ModelMutant.NO_OUTPUT_STATE, persisted_output, Layer.BARRIERS, _no_output_state),
     Fault(ModelMutant.PROCESS_AFTER_BARRIER, drain_before_unaligned_snapshot, Layer.BARRIERS, _process_after_barrier),
@@ -176,4 +191,6 @@ FAULTS: tuple[AnyFault, ...] = (
     Fault("no-retrigger-after-predecessors-finish", trigger_when_predecessors_finish, Layer.BARRIERS,
           _no_retrigger_after_predecessors_finish, key="FLINK-21081"),
     Fault("abort-leaves-channels-blocked", alignment_end_resumes, Layer.BARRIERS, _abort_leaves_channels_blocked),
+    Fault("stale-cancel-marker-ends-alignment", cancel_marker_ends_alignment, Layer.BARRIERS,
+          _stale_cancel_marker_ends_alignment),
 )

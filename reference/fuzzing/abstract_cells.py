@@ -22,6 +22,8 @@ STALE = {
     "meets-persisting": "a stale barrier reaching a channel that persists the newer checkpoint (FLINK-21104's order)",
     "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
                        "newer checkpoint (the records FLINK-21104 lost)"),
+    "persisting-aborted": ("a channel still persisting for a checkpoint the coordinator aborted (its task was only "
+                           "told; the channel-state writer discards what it persists, FLINK-17869's situation)"),
 }
 ORDER = {
     "newer-first": "a checkpoint completing while an older one is pending (acks crossed; the older one is subsumed)",
@@ -74,10 +76,9 @@ def _channel_unreachable(a: str, b: str = "") -> str | None:
     """Why a channel state (``b`` empty) or a transition a -> b between two looks (one step apart) never
     happens in a correct run."""
     if "persisting/0" in (a, b):
-        return ("a channel persists only for the checkpoint its task collects; that checkpoint stays pending until the "
-                "task acknowledged it, which it does once the channel's barrier came (persisting over), and an abort "
-                "(expiry, subsumption, failover) stops the persisting in the same step: no channel persists with no "
-                "checkpoint pending")
+        return ("a channel counts as persisting only while the checkpoint it persists for is pending (one persisting for "
+                "an aborted checkpoint persists into nothing: the stale cell persisting-aborted), so with no checkpoint "
+                "pending no channel persists")
     if a.endswith("/2+") and b == "persisting/1":
         return ("with two or more checkpoints pending, all but the oldest are savepoints (a periodic checkpoint waits while "
                 "one is pending; only aligned mode, which persists nothing, draws concurrent ones), savepoints are "

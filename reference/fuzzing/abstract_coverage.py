@@ -186,8 +186,13 @@ class AbstractObserver:
         busy = False
         for task in engine.tasks.values():
             for ch in task.channels:
-                state = ("persisting/" if ch.persisting is not None else "idle/") + pend
+                # A channel persists for a pending checkpoint; one still persisting for an aborted checkpoint
+                # (its task was only told, facts §4.10) persists into nothing: idle, and a stale cell of its own.
+                live = ch.persisting is not None and ch.persisting in pending
+                state = ("persisting/" if live else "idle/") + pend
                 busy = busy or ch.persisting is not None
+                if ch.persisting is not None and not live:
+                    hits["stale", "persisting-aborted", ""] += 1
                 key = id(ch)
                 before = last.get(key)
                 if before is None or before[0] != state:
@@ -202,7 +207,7 @@ class AbstractObserver:
                     elsewhere = self._elsewhere(engine, task)
                     if elsewhere is not None:
                         self._moment("crowded", engine.step, elsewhere)
-                if ch.persisting is not None and ch.sender is not None:
+                if live and ch.sender is not None:
                     self._after_stale(ch, hits)
                 if ch.priority and newest >= 0:
                     for b in ch.priority:

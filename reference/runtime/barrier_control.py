@@ -25,9 +25,20 @@ def end_of_partition_counts_as_barrier(ch: InputChannel) -> bool:
     return ch.ended
 
 
+@seam
+def cancel_marker_ends_alignment(cp: int, current: int, collecting: int) -> bool:
+    """A cancel marker of ``cp`` ends what the handler collects (``collecting``, -1 for none) only if
+    ``cp`` is newer than any checkpoint the task met (``current``: the newest it collected, took,
+    cancelled or declined), or is the one it collects (``processCancellationBarrier``). A marker of an
+    older checkpoint is stale: the task acted on it already, and it must not end a newer alignment,
+    whose persisting or blocked channels still guard that checkpoint's cut (facts §4.10)."""
+    return cp > current or (cp == current and cp == collecting)
+
+
 class AlignmentEnd(Enum):
-    """How an alignment ends at a task: its snapshot is taken, its checkpoint is aborted, or a newer
-    checkpoint's barrier overtakes it (the older one is declined as subsumed)."""
+    """How an alignment ends at a task: its snapshot is taken, a cancel marker of its checkpoint (or of
+    a newer one) arrives, or a newer checkpoint's barrier overtakes it (the older one is declined as
+    subsumed)."""
 
     COMPLETED = "completed"
     ABORTED = "aborted"
@@ -51,7 +62,8 @@ class TaskBarrierControl:
 
     @property
     def last_cp(self) -> int:
-        """The newest checkpoint this task snapshotted, declined or aborted."""
+        """The newest checkpoint this task snapshotted, cancelled or declined (Flink's ``lastCheckpointId``;
+        an abort the coordinator notified does not move it)."""
         return self.task.last_cp
 
     @property
@@ -66,6 +78,10 @@ class TaskBarrierControl:
 
     def eop_counts_as_barrier(self, ch: InputChannel) -> bool:
         return self.task.engine.rules[end_of_partition_counts_as_barrier](ch)
+
+    def cancel_ends_alignment(self, cp: int, collecting: int) -> bool:
+        current = max(self.task.last_cp, collecting)
+        return bool(self.task.engine.rules[cancel_marker_ends_alignment](cp, current, collecting))
 
     def dispatched(self, state: str, event: str) -> None:
         """The barrier handler in ``state`` handled ``event`` (published for coverage)."""
@@ -105,10 +121,16 @@ class TaskBarrierControl:
             ch.persisting = None
 
     def decline(self, cp: int, reason: str, cause: str) -> None:
-        """Decline ``cp``; ``cause`` is Flink's CheckpointFailureReason for it."""
-        self.task.last_cp = max(self.task.last_cp, cp)
-        self.task.snapshots.pop(cp, None)
-        self.task.engine.coordinator.decline(cp, self.task.sid, reason, cause)
+        """Decline ``cp`` (``abortCheckpointOnBarrier``); ``cause`` is Flink's CheckpointFailureReason for
+        it. The task moves past ``cp`` (remembered aborts older than it are forgotten), tells the
+        coordinator, and sends a cancel marker of ``cp`` downstream, so that none of its consumers waits
+        for its barrier (facts §4.10)."""
+        t = self.task
+        t.last_cp = max(t.last_cp, cp)
+        t.aborted = {c for c in t.aborted if c >= t.last_cp}
+        t.snapshots.pop(cp, None)
+        t.engine.coordinator.decline(cp, t.sid, reason, cause)
+        t.cancel_downstream(cp)
 
     def prioritise_queued_barriers(self, cp: int) -> set[int]:
         """Move queued in-order barriers of ``cp`` out of the data order (announcements, facts §3.6)."""

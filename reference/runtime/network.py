@@ -75,7 +75,16 @@ class EndOfChannelState:
 
 END_OF_CHANNEL_STATE = EndOfChannelState()
 
-QueueItem = Buf | Barrier | EndOfPartition | EndOfChannelState  # what a channel carries
+@dataclass(frozen=True, slots=True)
+class CancelMarker:
+    """Flink's ``CancelCheckpointMarker``: a task that will not take checkpoint ``cp`` (it declined it,
+    or was told of its abort before it got to it) says so to its consumers, in order behind its data,
+    so that they stop aligning on a barrier that will not come (facts §4.10)."""
+
+    cp: int
+
+
+QueueItem = Buf | Barrier | CancelMarker | EndOfPartition | EndOfChannelState  # what a channel carries
 
 
 @dataclass(slots=True)

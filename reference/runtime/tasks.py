@@ -19,6 +19,7 @@ from cutcheck.reference.runtime.network import (
     END_OF_PARTITION,
     Barrier,
     Buf,
+    CancelMarker,
     EndOfChannelState,
     InputChannel,
     InputGate,
@@ -74,6 +75,10 @@ class Task:
         self.handler: BarrierHandler = engine.checkpoints.new_barrier_handler()  # checkpointing.barriers, through the run
         self.finished = False  # no more input (or, for a source, no more records); EndOfPartition sent
         self.last_cp = 0
+        # Checkpoints the coordinator aborted before this task got to them (Flink's abortedCheckpointIds
+        # of SubtaskCheckpointCoordinatorImpl): when the task later comes to take one, it sends a cancel
+        # marker instead of barriers (checkpointing.snapshots).
+        self.aborted: set[int] = set()
         self.snapshots: dict[int, TaskSnapshot] = {}
         self.lineage = -1
         self.out_blocked = False
@@ -205,6 +210,11 @@ class Task:
             self.note_first_barrier(ch, head)
             self.handler = self.handler.barrier_received(self.control, ch, head)
             self.check_alignment_progress()
+        elif isinstance(head, CancelMarker):
+            while q and isinstance(marker := q[0], CancelMarker):  # a run of them in one action, as they cross
+                q.popleft()
+                self.handler = self.handler.cancel_received(self.control, ch, marker.cp)
+                self.check_alignment_progress()
         elif isinstance(head, EndOfChannelState):
             q.popleft()
             ch.recovery_pending = False
@@ -276,6 +286,25 @@ class Task:
             for sp in p.subpartitions:
                 sp.queue.append(END_OF_PARTITION)
         self.finished = True
+
+    def notify_aborted(self, cp: int) -> None:
+        """The coordinator aborted ``cp`` (``notifyCheckpointAborted``): its snapshot here, if taken, is
+        dropped with its asynchronous part, and if this task has not come to it yet, it remembers the
+        abort. The notification never reaches the barrier handler: an alignment of ``cp`` goes on until
+        its barriers, a cancel marker or a newer barrier end it (facts §4.10)."""
+        self.snapshots.pop(cp, None)
+        if cp > self.last_cp:
+            self.aborted.add(cp)
+
+    def cancel_downstream(self, cp: int) -> None:
+        """Broadcast a cancel marker of ``cp`` on every output, in order behind the data. A task that
+        finished sends none: its end of partition, queued or sent, stands in for anything of ``cp``."""
+        if self.finished:
+            return
+        for p in self.partitions:
+            for sp in p.subpartitions:
+                self.finish_buffer(sp)
+                sp.queue.append(CancelMarker(cp))
 
     def terminated(self) -> bool:
         """Finished and fully drained: nothing left in our output queues."""

@@ -182,8 +182,9 @@ NEVER_COMPLETES: dict[str, Any] = {
 
 
 def test_the_shortest_drawn_expiry_timeout_lets_the_final_checkpoint_complete() -> None:
-    stuck = simulate(Scenario.from_json(NEVER_COMPLETES)).summary()
-    assert not stuck["complete"] and stuck["checkpoints_completed"] == 0
+    # Since aborts reach tasks as Flink's do (notified; cancel markers instead of barriers, facts §4.10),
+    # the 3-step timeout above no longer hangs this job: its tasks all end, and the checkpoint triggered
+    # then is taken by every task at once. The drawn room must still be enough on its own.
     room = final_checkpoint_room(subtasks=2, concurrent=3)
     ends = simulate(Scenario.from_json(dict(NEVER_COMPLETES, checkpoint=dict(NEVER_COMPLETES["checkpoint"],
                                                                             checkpoint_timeout=room))))

@@ -302,12 +302,12 @@ def test_checkpoint_id_holds_on_resubmitted_jobs_and_catches_ids_that_start_over
 
 @settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 10**6))
-@also_seed(seed=3)
+@also_seed(seed=43)
 def test_blocked_holds_on_aligned_jobs_and_catches_an_abort_that_leaves_channels_blocked(seed: int) -> None:
     """BLOCKED: generated aligned jobs whose checkpoints expire under backpressure never leave a channel
     blocked outside an alignment; with ``abort-leaves-channels-blocked`` the first violation, whenever
-    is one the clean run does not have, is BLOCKED, found at the task's next handler event (seed 3 aborts an alignment that
-    holds blocked channels; about one generated job in five does)."""
+    is one the clean run does not have, is BLOCKED, found at the task's next handler event (seed 43: a cancel marker
+    ends an alignment that holds blocked channels; 6 of seeds 30-149 do, since a source always sends its barrier)."""
     sdict = scenario_from_seed(seed, modes=("aligned",), on=(Feature.EXPIRY, Feature.BACKPRESSURE), **SMALL)
     with tempfile.TemporaryDirectory(prefix="cutcheck-blocked-") as tmp:
         clean = simulate(Scenario.from_json(sdict), checkpoint_dir=Path(tmp) / "clean")
@@ -317,5 +317,5 @@ def test_blocked_holds_on_aligned_jobs_and_catches_an_abort_that_leaves_channels
     # The fault changes nothing but the blocked channels: a run that breaks anything else did so clean
     # too (a job whose expiring checkpoints fail it over for ever, Flink's restart loop).
     assert names(faulty)[:1] in ([], ["BLOCKED"], names(clean)[:1]), faulty.violations
-    if seed == 3:
+    if seed == 43:
         assert names(faulty)[:1] == ["BLOCKED"], faulty.violations
