@@ -145,26 +145,29 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     if pre_barrier is not None:
         pre_barrier(cp)
     options = engine.coordinator.options(cp)
+    crossed = task.finished and any(not any(isinstance(x, EndOfPartition) for x in sp.queue)
+                                    for p in task.partitions for sp in p.subpartitions)
     for p in task.partitions:
         uc_capable = p.unaligned_capable
         for sp in p.subpartitions:
             task.finish_buffer(sp)
             key = (p.edge, task.sid.index, sp.consumer)
             snap.emitted[key] = sp.emitted
-            eop_queued = task.finished and any(isinstance(x, EndOfPartition) for x in sp.queue)
-            if task.finished and not eop_queued:
-                # Our end of partition is already sent: it stands in for the barrier (the receiver
-                # counts the channel's barrier as arrived with it), so nothing is in flight after
-                # the cut and there is no output state.
-                snap.output_state[key] = []
-                continue
             opts = engine.rules[barrier_options_on_edge](options, uc_capable)
             priority = opts == BarrierOption.UNALIGNED or (opts == BarrierOption.TIMEOUTABLE and engine.coordinator.timed_out(cp))
-            if task.finished and not priority:
-                # Finished, its data and end of partition still queued: in order, the end of
-                # partition comes where the barrier would, and stands in for it. (A barrier put
+            if task.finished and (crossed or not priority):
+                # Its end of partition stands in for the barrier (the receiver counts the channel's barrier
+                # as arrived with it), so nothing is in flight after the cut and there is no output state.
+                # Queued behind its data, it comes in order where an aligned barrier would. (A barrier put
                 # before it would block the channel at an aligning consumer, and with checkpoints
-                # triggered faster than that consumer aligns, the end of partition would never go.)
+                # triggered faster than that consumer aligns, the end of partition would never go.) A
+                # priority barrier overtakes the data of a finished task only while no end of partition
+                # of it has crossed: Flink's task sends barriers on every output until its final
+                # checkpoint and none once finished, never on one output and not another. One that let a
+                # consumer take the checkpoint early and its sibling, whose end of partition had crossed,
+                # not at all, let an aligned successor hold the first one's channel blocked while the
+                # sibling's other producer, backpressured through the first, never sent its barrier: a
+                # deadlock once aborts stopped ending alignments (cycle seeds 80489 and 200271).
                 snap.output_state[key] = []
                 continue
             barrier = Barrier(cp, b.kind, opts, b.trigger_step, priority=priority)

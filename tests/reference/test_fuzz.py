@@ -64,7 +64,9 @@ def test_trace_validation_is_part_of_every_verdict() -> None:
     ``process`` the protocol does not allow, which every verdict it fails reports as TRACE, while the
     same scenarios pass unmutated."""
     failed = 0
-    for seed in range(0, 40, len(FEATURE_CYCLE)):  # unaligned jobs of the cycle, seed after seed
+    # Unaligned jobs of the cycle, seed after seed: 97 and 154 show it (a finished source sends no priority
+    # barrier once one of its ends of partition crossed, so the early ones snapshot after their input).
+    for seed in range(0, 160, len(FEATURE_CYCLE)):
         seed += FEATURE_CYCLE.index("unaligned")
         v = run_scenario(scenario_of_seed(seed, ("process-after-barrier",)))
         if not v.ok:

@@ -82,21 +82,24 @@ def test_each_trigger_fault_hangs_a_generated_job_that_holds_without_it(fault: s
 
 
 def test_savepoint_triggered_while_an_unaligned_checkpoint_collects_reaches_the_task() -> None:
-    """Seed 311 of the plain cycle (frozen): savepoint 2 was triggered while keyed_count0[1] collected
-    the barriers of unaligned checkpoint 1, and the last end of partition reached it during that
-    collection, so no barrier of the savepoint would ever come. The end of partition both ends the
-    collection and queues the savepoint as a direct trigger. The rule before, which queued direct
-    triggers only in ``WaitingForFirstBarrier``, left the savepoint without a way (TRIGGER at its
-    expiry, step 5028), which ``Task.finish``'s fallback snapshot used to hide."""
-    raw: dict[str, Any] = json.loads((REGRESSIONS / "savepoint-while-unaligned-collects-seed-311.json").read_text())
+    """Seed 336 of the plain cycle (frozen): savepoint 4 is pending while sink[0] collects the barriers of
+    unaligned checkpoint 3, and the last end of partition reaches it during that collection, so no
+    barrier of the savepoint will come: the end of partition ends the collection and queues the
+    savepoint as a direct trigger, which completes it. Without the re-trigger (the catalogue's
+    FLINK-21081 fault) the checkpoints hang (TRIGGER). Seed 311's run, which had this moment before,
+    takes its checkpoint 1 directly since a finished source sends no priority barrier once one of its
+    ends of partition crossed."""
+    raw: dict[str, Any] = json.loads((REGRESSIONS / "savepoint-while-unaligned-collects-seed-336.json").read_text())
     engine = make_engine(Scenario.from_json(raw))
     taken: dict[int, SnapshotTaken] = {}
-    engine.bus.subscribe(SnapshotTaken, lambda s: taken.setdefault(s.cp, s) if str(s.sid) == "keyed_count0[1]" else None)
+    engine.bus.subscribe(SnapshotTaken, lambda s: taken.setdefault(s.cp, s) if str(s.sid) == "sink[0]" else None)
     engine.run()
-    assert taken[1].unaligned and not taken[1].direct  # collected through barriers
-    assert taken[2].direct and taken[2].step > taken[1].step  # the savepoint: a direct trigger, after
+    assert taken[3].unaligned and not taken[3].direct  # collected through barriers
+    assert taken[4].direct and taken[4].step > taken[3].step  # the savepoint: a direct trigger, after
     stats = {s.cp: s for s in engine.coordinator.stats}
-    assert stats[2].kind == "savepoint" and stats[2].status == "completed"
+    assert stats[4].kind == "savepoint" and stats[4].status == "completed"
+    lost = simulate(Scenario.from_json(dict(raw, mutants=["no-retrigger-after-predecessors-finish"])))
+    assert _names(lost)[:1] == ["TRIGGER"], lost.violations
 
 
 def test_a_task_whose_channels_ended_without_trigger_is_orphaned() -> None:
