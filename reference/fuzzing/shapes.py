@@ -23,7 +23,9 @@ examples (timed replays wait as long):
   one is pending that no barrier brings it (``finishing``): at-least-once checkpointing (its tracker
   blocks no channel, so ends of partition cross while it counts barriers), savepoint bursts (the
   pending checkpoint beside a periodic one; ``guided.maybe_bursts``), no failures (a failover aborts
-  them) and no slow vertex. Wanted once ``WARM_UP`` examples ran without the cell.
+  them) and no slow vertex. Wanted once ``WARM_UP`` examples ran without the cell, after the crowd
+  phase (wanted beside the crowd shape too, it took examples from the stale shape: ci campaign seed 2
+  then missed ``stale barrier records-behind``).
 """
 
 from __future__ import annotations
