@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.reference.fuzzing.finishing import FINISH
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature
 
 Cell = tuple[str, str, str]
@@ -113,6 +114,8 @@ def _universe() -> dict[Cell, str | None]:
             cells["restore", partitioner, side] = _restore_unreachable(partitioner, side)
     for side in HANDOVER:
         cells["handover", side, ""] = None
+    for moment in FINISH:
+        cells["finish", moment, ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -139,6 +142,8 @@ def cell_name(cell: Cell) -> str:
         return f"restore {how} state on {what}"
     if family == "handover":
         return f"split handover on restored {what} state"
+    if family == "finish":
+        return f"last producer finishes: {what}"
     return f"pair {what} + {how}"
 
 

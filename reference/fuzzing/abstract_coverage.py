@@ -21,6 +21,10 @@ states such bugs live in, per channel and per checkpoint:
 * ``handover`` (side, ""): a restore that handed a source split to another producer, its restored
   ``input`` or ``output`` state on one channel of a keyed gate while new records of the same key and
   split wait on another (``reference.fuzzing.handover``: what FLINK-19856's class needs);
+* ``finish`` (moment, ""): a task's last producer finishing while another checkpoint is pending that
+  only a direct trigger brings it, as its handler collects one (``retrigger-while-collecting``) or as
+  that end of partition ends an unaligned collection (``eop-ends-unaligned``): the moments of the
+  re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -42,6 +46,7 @@ from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
     CheckpointAborted,
     CheckpointCompleted,
+    HandlerDispatched,
     RestoreTried,
     StepTaken,
 )
@@ -53,6 +58,7 @@ from cutcheck.reference.fuzzing.abstract_cells import (
     cell_name,
     count_class,
 )
+from cutcheck.reference.fuzzing.finishing import FinishWatch
 from cutcheck.reference.fuzzing.handover import HandoverWatch
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
@@ -119,7 +125,7 @@ class AbstractObserver:
     pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -131,6 +137,7 @@ class AbstractObserver:
         # id(channel) -> (persisting, last barrier arrived, records sent, a stale one arrived?, the channel)
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
+        self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -159,6 +166,7 @@ class AbstractObserver:
                 self._handover.restored(engine)
 
         engine.bus.subscribe(RestoreTried, restored)
+        engine.bus.subscribe(HandlerDispatched, lambda e: self._finish.dispatched(e.sid, e.state, e.event))
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
@@ -173,6 +181,7 @@ class AbstractObserver:
             self._senders(engine, hits, pending)
         if self._handover.armed:
             self._handover.look(hits)
+        self._finish.look(engine, hits)
         if len(engine.restore_reports) != self._restores:
             for report in engine.restore_reports[self._restores:]:
                 self._restore(engine, hits, report)

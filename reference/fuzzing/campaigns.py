@@ -45,6 +45,7 @@ from cutcheck.reference.fuzzing.hypothesis_runs import (
     stop_if_interrupted,
 )
 from cutcheck.reference.fuzzing.kill import KillResult, kill
+from cutcheck.reference.fuzzing.shapes import BURSTING
 from cutcheck.reference.fuzzing.shrink import shrink_scenario, size_of
 from cutcheck.reference.fuzzing.timed import ReplayChooser
 from cutcheck.reference.fuzzing.verdicts import (
@@ -256,7 +257,7 @@ class _Search:
         else:
             sdict = scenario_dict(draw, mutants=self.mutants, **gen)
             if how != "plain":
-                maybe_bursts(sdict, draw, always=how == "crowd")
+                maybe_bursts(sdict, draw, always=how in BURSTING)
             # The scripted schedule: how many choices it scripts is drawn (and shrinks towards none), the
             # choices themselves come from a drawn seed. Drawing each choice through Hypothesis made long
             # runs overrun its choice buffer, which it then reported as inconsistent data generation.

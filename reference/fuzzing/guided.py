@@ -36,7 +36,7 @@ from cutcheck.reference.core.deadline import BudgetExhausted, walled
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, Cell, cell_name
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.generate import MODES, scenario_dict
-from cutcheck.reference.fuzzing.shapes import CROWD, SHAPE_EVERY, WARM_UP
+from cutcheck.reference.fuzzing.shapes import CROWD, RETRIGGER, SHAPE_EVERY, WARM_UP
 from cutcheck.reference.fuzzing.shapes import wanted as wanted_shapes
 from cutcheck.reference.fuzzing.swarm import LATE, MASKABLE, Draw, Feature
 from cutcheck.reference.fuzzing.timed import (
@@ -159,7 +159,7 @@ def guided_campaign(*, seconds: float | None = 60.0, examples: int | None = None
         chooser: ReplayChooser | None = None
         if plan is None:
             sdict = scenario_dict(draw, mutants=mutants, **gen)
-            maybe_bursts(sdict, draw, always=gen == CROWD)
+            maybe_bursts(sdict, draw, always=gen in (CROWD, RETRIGGER))
         else:
             draw.draws, draw.seeds = replayed
             sdict, chooser = plan.scenario, plan.chooser()
@@ -354,9 +354,9 @@ BURSTS = 4  # savepoint bursts a scenario may get (``savepoint_bursts``)
 def maybe_bursts(sdict: dict[str, Any], draw: Draw, *, always: bool = False) -> None:
     """One guided scenario in four (``always``: every one) gets ``savepoint_bursts`` (drawn last: it
     shrinks to none); not a batch job (no checkpoints), a resubmit (its second job restores what the
-    first one's savepoints decided) or at-least-once checkpointing."""
+    first one's savepoints decided) or, unless ``always`` (the retrigger shape), at-least-once checkpointing."""
     if (any(e.get("exchange") == "blocking" for e in sdict["graph"]["edges"]) or "resubmit" in sdict
-            or sdict["checkpoint"].get("mode") == "at_least_once"):
+            or (sdict["checkpoint"].get("mode") == "at_least_once" and not always)):
         return
     if draw.integer(0, 3) == 3 or always:
         savepoint_bursts(sdict, draw)
