@@ -70,7 +70,7 @@ class BarrierController(Protocol):
 
     def decline(self, cp: int, reason: str, cause: str) -> None: ...
 
-    def dispatched(self, state: str, event: str) -> None: ...
+    def dispatched(self, state: str, event: str, channel: int) -> None: ...
 
 
 @seam
@@ -104,7 +104,7 @@ class HandlerState:
     cp: int = -1
 
     def barrier_received(self, task: BarrierController, ch: InputChannel, b: Barrier) -> HandlerState:
-        _dispatched(task, self, "barrier_received")
+        _dispatched(task, self, "barrier_received", ch)
         return self.on_barrier(task, ch, b)
 
     def alignment_timeout(self, task: BarrierController, cp: int) -> HandlerState:
@@ -112,11 +112,11 @@ class HandlerState:
         return self.on_timeout(task, cp)
 
     def end_of_partition(self, task: BarrierController, ch: InputChannel) -> HandlerState:
-        _dispatched(task, self, "end_of_partition")
+        _dispatched(task, self, "end_of_partition", ch)
         return self.on_end_of_partition(task, ch)
 
     def cancel_received(self, task: BarrierController, ch: InputChannel, cp: int) -> HandlerState:
-        _dispatched(task, self, "cancel_received")
+        _dispatched(task, self, "cancel_received", ch)
         return self.on_cancel(task, ch, cp)
 
     def collecting(self) -> set[int]:
@@ -153,8 +153,9 @@ class HandlerState:
         """What the state undoes when its alignment ends other than by completing (``abort``)."""
 
 
-def _dispatched(task: BarrierController, state: HandlerState, event: str) -> None:
-    task.dispatched(type(state).__name__, event)
+def _dispatched(task: BarrierController, state: HandlerState, event: str, ch: InputChannel | None = None) -> None:
+    # The channel the event came on, if any: its barrier or marker is in hand, no longer queued (CANCEL).
+    task.dispatched(type(state).__name__, event, -1 if ch is None else ch.index_in_task)
 
 
 class WaitingForFirstBarrier(HandlerState):

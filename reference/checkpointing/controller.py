@@ -27,6 +27,7 @@ from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
     AlignmentStarted,
     BarrierReceived,
+    CancelSent,
     CheckpointAborted,
     CheckpointCompleted,
     CheckpointCompleting,
@@ -110,10 +111,16 @@ class CheckpointController:
     def ack_timers(self) -> list[int]:
         return self.acks.timers()
 
-    def handler_dispatched(self, sid: SubtaskId, state: str, event: str) -> None:
+    def handler_dispatched(self, sid: SubtaskId, state: str, event: str, channel: int = -1) -> None:
         bus = self.run.bus
         if bus.wants(HandlerDispatched):
-            bus.publish(HandlerDispatched(state, event, sid))
+            bus.publish(HandlerDispatched(state, event, sid, channel))
+
+    def cancel_sent(self, task: Task, cp: int) -> None:
+        """A task will not take ``cp`` and tells its consumers (published for CANCEL)."""
+        bus = self.run.bus
+        if bus.wants(CancelSent):
+            bus.publish(CancelSent(task.sid, cp, self.run.step))
 
     def barrier_taken(self, task: Task, ch: InputChannel, b: Barrier, first: bool) -> None:
         """A task took a barrier from ``ch``; the first of a checkpoint it has not snapshotted yet starts

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from cutcheck.model.errors import InvariantViolation
 from cutcheck.model.kinds import CheckpointMode
-from cutcheck.reference.checks.alignment_checks import check_blocked_channels
+from cutcheck.reference.checks.alignment_checks import check_blocked_channels, check_cancel_markers_on_the_way
 from cutcheck.reference.checks.hung_checkpoints import check_not_orphaned
 from cutcheck.reference.checks.invariants import (
     check_completed_checkpoint,
@@ -25,6 +25,7 @@ from cutcheck.reference.checks.invariants import (
 from cutcheck.reference.checks.restore_judgement import judge_restore
 from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
 from cutcheck.reference.events.stream import (
+    CancelSent,
     CheckpointAborted,
     CheckpointCompleted,
     CheckpointCompleting,
@@ -60,6 +61,11 @@ class RunChecks:
         bus.subscribe(CheckpointTriggered, self.on_triggered)
         bus.subscribe(CheckpointAborted, self.on_aborted)
         bus.subscribe(HandlerDispatched, self.on_dispatched)
+        bus.subscribe(CancelSent, self.on_cancel_sent)
+        # CANCEL: id of a task (a restore's new tasks have new ids) -> checkpoint it cancelled -> step; the
+        # tasks are kept, so that no new task takes a dead one's id
+        self.cancelled: dict[int, dict[int, int]] = {}
+        self.cancelling: list[object] = []
         # CHECKPOINT_ID: the highest id this job took or restored; every new checkpoint's id is above it.
         self.id_floor = 0
         self.id_floor_is = "no checkpoint yet"
@@ -86,6 +92,15 @@ class RunChecks:
         task = self.run.tasks.get(e.sid)
         if task is not None:
             check_blocked_channels(task, e.event)  # BLOCKED
+            if self.cancelled:
+                check_cancel_markers_on_the_way(task, e.event, e.channel, self.cancelled)  # CANCEL
+
+    def on_cancel_sent(self, e: CancelSent) -> None:
+        task = self.run.tasks.get(e.sid)
+        if task is not None:
+            if id(task) not in self.cancelled:
+                self.cancelling.append(task)
+            self.cancelled.setdefault(id(task), {})[e.cp] = e.step
 
     def on_aborted(self, e: CheckpointAborted) -> None:
         """TRIGGER: an expired checkpoint could still have completed, had it not expired: every task

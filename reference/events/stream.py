@@ -89,6 +89,16 @@ class SnapshotTaken:
 
 
 @dataclass(frozen=True, slots=True)
+class CancelSent:
+    """Subtask ``sid`` will not take checkpoint ``cp`` (it declined it, or came to it after its abort) and
+    tells its consumers: a cancel marker on every output (for CANCEL, which checks that it is on its way)."""
+
+    sid: SubtaskId
+    cp: int
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
 class SnapshotCancelled:
     """A task came to the snapshot of ``cp`` after the coordinator had aborted it: it took none and sent
     cancel markers downstream instead of barriers."""
@@ -197,11 +207,12 @@ class ChannelClosed:
 @dataclass(frozen=True, slots=True)
 class HandlerDispatched:
     """The barrier handler of subtask ``sid``, in ``state``, is about to handle ``event`` (for coverage,
-    and for BLOCKED, which looks at the task as the handler finds it)."""
+    and for BLOCKED and CANCEL, which look at the task as the handler finds it)."""
 
     state: str
     event: str
     sid: SubtaskId
+    channel: int = -1  # the input channel (index in the task) the event came on; -1 for none
 
 
 @dataclass(frozen=True, slots=True)

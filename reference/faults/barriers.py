@@ -28,6 +28,7 @@ from cutcheck.reference.runtime.barrier_control import (
     end_of_partition_counts_as_barrier,
 )
 from cutcheck.reference.runtime.network import Buf
+from cutcheck.reference.runtime.tasks import cancel_marker_broadcast
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -169,6 +170,17 @@ def _stale_cancel_marker_ends_alignment(correct: Callable[[int, int, int], bool]
     return correct(cp, current, collecting) or (collecting >= 0 and cp < collecting)
 
 
+def _cancel_marker_not_sent(correct: Callable[[Task, int], bool], task: Task, cp: int) -> bool:
+    """A task that will not take a checkpoint (it declined it, or came to it after its abort) sends no
+    cancel marker downstream.
+
+    The class of an ``abortCheckpointOnBarrier`` or ``checkpointState`` path that forgets
+    ``broadcastEvent(new CancelCheckpointMarker(...))``: consumers that already aligned on the checkpoint
+    keep their channels blocked until a newer checkpoint's barrier overtakes the alignment (CANCEL).
+    """
+    return False
+
+
 FAULTS: tuple[AnyFault, ...] = (
     Fault(ModelMutant.NO_OUTPUT_STATE, persisted_output, Layer.BARRIERS, _no_output_state),
     Fault(ModelMutant.PROCESS_AFTER_BARRIER, drain_before_unaligned_snapshot, Layer.BARRIERS, _process_after_barrier),
@@ -193,4 +205,5 @@ FAULTS: tuple[AnyFault, ...] = (
     Fault("abort-leaves-channels-blocked", alignment_end_resumes, Layer.BARRIERS, _abort_leaves_channels_blocked),
     Fault("stale-cancel-marker-ends-alignment", cancel_marker_ends_alignment, Layer.BARRIERS,
           _stale_cancel_marker_ends_alignment),
+    Fault("cancel-marker-not-sent", cancel_marker_broadcast, Layer.BARRIERS, _cancel_marker_not_sent),
 )

@@ -83,9 +83,10 @@ class TaskBarrierControl:
         current = max(self.task.last_cp, collecting)
         return bool(self.task.engine.rules[cancel_marker_ends_alignment](cp, current, collecting))
 
-    def dispatched(self, state: str, event: str) -> None:
-        """The barrier handler in ``state`` handled ``event`` (published for coverage)."""
-        self.task.engine.checkpoints.handler_dispatched(self.task.sid, state, event)
+    def dispatched(self, state: str, event: str, channel: int) -> None:
+        """The barrier handler in ``state`` is about to handle ``event``, which came on input ``channel`` (-1:
+        none); published for coverage and the checks."""
+        self.task.engine.checkpoints.handler_dispatched(self.task.sid, state, event, channel)
 
     def all_received(self, received: set[int]) -> bool:
         # An ended channel (its end of partition consumed) has nothing more to align on (FLIP-147).

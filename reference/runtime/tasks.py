@@ -43,6 +43,14 @@ def recovered_buffer_polled(task: Task, ch: InputChannel, buf: Buf) -> None:
     (``capture_input``); only buffers arriving over the network are persisted as they come."""
 
 
+@seam
+def cancel_marker_broadcast(task: Task, cp: int) -> bool:
+    """A task that will not take checkpoint ``cp`` sends a cancel marker on every output
+    (``operatorChain.broadcastEvent(new CancelCheckpointMarker(cp))``), so that no consumer waits for its
+    barrier (facts §4.10)."""
+    return True
+
+
 @dataclass(slots=True)
 class TaskSnapshot:
     """What a subtask acknowledges for one checkpoint."""
@@ -300,6 +308,9 @@ class Task:
         """Broadcast a cancel marker of ``cp`` on every output, in order behind the data. A task that
         finished sends none: its end of partition, queued or sent, stands in for anything of ``cp``."""
         if self.finished:
+            return
+        self.engine.checkpoints.cancel_sent(self, cp)
+        if not self.engine.rules[cancel_marker_broadcast](self, cp):
             return
         for p in self.partitions:
             for sp in p.subpartitions:

@@ -99,7 +99,7 @@ class _Task:
         self.last_cp = max(self.last_cp, cp)
         self.effects.append(("decline", cp, cause))
 
-    def dispatched(self, state: str, event: str) -> None:
+    def dispatched(self, state: str, event: str, channel: int) -> None:
         pass
 
 

@@ -79,6 +79,10 @@ GENERIC: dict[str, tuple[dict[str, Any], str]] = {
         scenario("keyed-pipeline.json", mode="aligned", seed=1, slow="count"), "BLOCKED"),
 }
 GENERIC["abort-leaves-channels-blocked"][0]["checkpoint"].update(EXPIRING)
+# CANCEL: a task that comes to an expired checkpoint sends no cancel marker to a consumer aligning on it.
+GENERIC["cancel-marker-not-sent"] = (
+    scenario("keyed-pipeline.json", mode="aligned", seed=1, slow="count"), "CANCEL")
+GENERIC["cancel-marker-not-sent"][0]["checkpoint"].update(EXPIRING)
 # TRIGGER: the unaligned snapshot whose collection a stale cancel marker ended is never acknowledged.
 GENERIC["stale-cancel-marker-ends-alignment"] = (
     scenario("union.json", mode="unaligned", seed=1, slow="count", failures=TWICE), "TRIGGER")
