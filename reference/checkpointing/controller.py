@@ -117,7 +117,7 @@ class CheckpointController:
             bus.publish(HandlerDispatched(state, event, sid, channel))
 
     def cancel_sent(self, task: Task, cp: int) -> None:
-        """A task will not take ``cp`` and tells its consumers (published for CANCEL)."""
+        """A task will not take ``cp`` and is about to tell its consumers (published for CANCEL)."""
         bus = self.run.bus
         if bus.wants(CancelSent):
             bus.publish(CancelSent(task.sid, cp, self.run.step))

@@ -101,6 +101,8 @@ def cancel_at_snapshot(task: Task, b: Barrier, *, unaligned: bool, direct: bool)
                 ch.persisting = cp
     if engine.bus.wants(SnapshotCancelled):
         engine.bus.publish(SnapshotCancelled(task.sid, cp, engine.step))
+    if not task.finished:
+        engine.checkpoints.cancel_sent(task, cp)  # the decision, published for CANCEL before the markers go
     task.cancel_downstream(cp)
 
 

@@ -111,7 +111,11 @@ class RunChecks:
 
     def on_stuck(self, pending: Iterable[tuple[int, PendingView]]) -> None:
         """TRIGGER, when the run stops with checkpoints still pending (its step limit, a deadlock): one
-        that no task could ever have completed is the hang's cause, which LIVENESS alone does not name."""
+        that no task could ever have completed is the hang's cause, which LIVENESS alone does not name; so is
+        an alignment left waiting for a cancel marker that was never sent (CANCEL)."""
+        if self.cancelled:
+            for task in self.run.tasks.values():
+                check_cancel_markers_on_the_way(task, "nothing (the run stopped)", -1, self.cancelled)
         for cp, p in sorted(pending, key=lambda item: item[0]):
             check_not_orphaned(self.run.tasks.values(), cp, p.kind, f"was still pending when the run stopped at step {self.run.step}")
 

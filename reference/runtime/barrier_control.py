@@ -131,6 +131,8 @@ class TaskBarrierControl:
         t.aborted = {c for c in t.aborted if c >= t.last_cp}
         t.snapshots.pop(cp, None)
         t.engine.coordinator.decline(cp, t.sid, reason, cause)
+        if not t.finished:
+            t.engine.checkpoints.cancel_sent(t, cp)  # the decision, published for CANCEL before the markers go
         t.cancel_downstream(cp)
 
     def prioritise_queued_barriers(self, cp: int) -> set[int]:

@@ -309,7 +309,6 @@ class Task:
         finished sends none: its end of partition, queued or sent, stands in for anything of ``cp``."""
         if self.finished:
             return
-        self.engine.checkpoints.cancel_sent(self, cp)
         if not self.engine.rules[cancel_marker_broadcast](self, cp):
             return
         for p in self.partitions:
