@@ -316,9 +316,9 @@ class Engine:
         self.checkpoints.deliver_acks()  # acknowledgements whose asynchronous part ends now (ack_delay)
         if self.job_failover is not None:  # CheckpointFailureManager failed the job: a global failover
             self.checkpoint_failovers.append(self.step)
-            if c.failure_manager.job_failed_over():
+            if (fm := c.failure_manager).job_failed_over((c.restart_point, self.store.committed_rows)):
                 raise InvariantViolation("LIVENESS", f"restart loop: failed checkpoints failed the job over "
-                                         f"{c.failure_manager.failovers_in_a_row} times in a row ({self.job_failover})")
+                                         f"{fm.failovers_in_a_row} times in a row, back at one point ({self.job_failover})")
             self.fail("job: " + self.job_failover)
             return
         for _ in range(c.savepoints.take_due(self.step)):

@@ -45,7 +45,7 @@ GENERATOR = "GENERATOR"  # the generator made a scenario the engine rejects as i
 TRACE = "TRACE"  # a channel trace the protocol rejects
 REFUSED = "REFUSED"  # a restore Flink refuses too
 RESTART_LOOP = "RESTART_LOOP"  # not a finding: failed checkpoints restart the job for ever, as in Flink
-LOOP_FAILOVERS = 3  # consecutive checkpoint-failure failovers without a completed checkpoint that make a loop
+LOOP_FAILOVERS = 3  # checkpoint-failure failovers in a row, each back at the same point, that make a loop
 STEP_LIMIT = "the job did not finish within"  # how the engine's LIVENESS at its step limit begins
 
 
@@ -208,26 +208,24 @@ def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
 
     A job that tolerates ``n`` failed checkpoints fails over on the next one
     (``CheckpointFailureManager``) and restarts from its latest checkpoint; when its checkpoints take
-    longer than their timeout, every attempt fails the same way, and Flink's default restart
-    strategy restarts it for ever. The engine then stops it (LIVENESS, after
+    longer than their timeout whenever data flows, every attempt fails the same way, and Flink's
+    default restart strategy restarts it for ever. The engine then stops it (LIVENESS, after
     ``failure_manager.RESTART_LOOP_FAILOVERS`` such failovers in a row) or reaches its step budget. That is the
     outcome Flink promises, not a finding, when LIVENESS is the only violation and the last
-    ``LOOP_FAILOVERS`` failovers were the failure manager's with no checkpoint completed since the
-    first of them. A job the tolerance does not end (unlimited, or never exceeded) that does not
-    finish is still a finding.
+    ``LOOP_FAILOVERS`` failovers were the failure manager's, each restarting the job from the same
+    point (sources' positions, in-flight records, committed output: ``failure_manager``), with no
+    progress since. Checkpoints that complete between them do not break the loop when they hold that
+    same point (they complete while the restarted sources are still idle). A job the tolerance does
+    not end (unlimited, or never exceeded) that does not finish is still a finding.
     """
     if len(violations) != 1 or violations[0]["invariant"] != "LIVENESS" or violations[0]["detail"].startswith("deadlock"):
         return ""
-    failovers = result.checkpoint_failovers
-    if len(failovers) < LOOP_FAILOVERS:
+    looped = result.failovers_without_progress
+    if looped < LOOP_FAILOVERS:
         return ""
-    since = failovers[-LOOP_FAILOVERS]
-    if any(c["status"] == "completed" and c["end_step"] is not None and c["end_step"] >= since
-           for c in result.checkpoints):
-        return ""
-    return (f"the job failed over {len(failovers)} times on more failed checkpoints than it tolerates "
-            f"({result.scenario.checkpoint.tolerable_failed}) and completed no checkpoint after step {since}: it "
-            f"restarts for ever, as a Flink job would")
+    return (f"the job failed over {looped} times in a row on more failed checkpoints than it tolerates "
+            f"({result.scenario.checkpoint.tolerable_failed}), each time back at the same sources' positions, "
+            f"in-flight records and committed output: it restarts for ever, as a Flink job would")
 
 
 def _delivered(verdict: ExactlyOnce, at_least_once: bool) -> bool:

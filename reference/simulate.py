@@ -53,6 +53,9 @@ class RunResult:
     never_fired: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: {"failures": [], "rescales": []})
     coverage: Any = None  # the engine's reference.core.coverage.Coverage (never written into the logs)
     checkpoint_failovers: list[int] = field(default_factory=list)  # steps where failed checkpoints failed the job
+    # Of those, the last ones in a row that each restarted the job from the same point, with no progress
+    # since (``failure_manager.failovers_without_progress``): what makes a restart loop (``judge``).
+    failovers_without_progress: int = 0
     # The snapshot this job started from (a resubmit's second job, ``--restore``), None when it started
     # empty: the trace model cannot follow such a job (reference.judge), so it says which one it was.
     started_from: str | None = None
@@ -234,7 +237,9 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
     result = RunResult(scenario, scenario.seed, verdict, checkpoints, violations, None, engine.step, engine.restarts,
                        engine.restore_reports, complete=not stopped,
                        never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage,
-                       sections=dict(sections), checkpoint_failovers=list(engine.checkpoint_failovers))
+                       sections=dict(sections), checkpoint_failovers=list(engine.checkpoint_failovers),
+                       failovers_without_progress=engine.coordinator.failure_manager.failovers_without_progress(
+                           (engine.coordinator.restart_point, engine.store.committed_rows)))
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:

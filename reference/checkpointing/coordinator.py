@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol
 from cutcheck.model.execution import SubtaskId
 from cutcheck.model.kinds import BarrierOption, CheckpointKind, CheckpointMode
 from cutcheck.reference.checkpointing.acks import AckOutcome
-from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager
+from cutcheck.reference.checkpointing.failure_manager import CheckpointFailureManager, restart_point
 from cutcheck.reference.core.doors import RunContext
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.runtime.tasks import TaskSnapshot
@@ -144,6 +144,7 @@ class Coordinator:
         self.completed_ids: list[int] = []
         self.stats: list[CheckpointStats] = []
         self._last_completed = 0
+        self.restart_point: object = None  # where the latest completed checkpoint restarts the job (failure_manager)
 
     def resume_after(self, restored: int, next_id: int) -> None:
         """A run restored from checkpoint ``restored`` (of an earlier run) takes ids from ``next_id`` on."""
@@ -247,6 +248,7 @@ class Coordinator:
         subsumed = self.storage.complete(done, self.engine.scenario.checkpoint.retained)
         self._last_completed = max(self._last_completed, p.cp)
         self.failure_manager.on_success(p.cp)
+        self.restart_point = restart_point(done.tasks.values())
         self.completed_ids.append(p.cp)
         stats = CheckpointStats(p.cp, self.engine.attempt, p.kind, "completed", p.trigger_step, self.engine.step)
         for snap in p.acks.values():

@@ -3,12 +3,16 @@ engine: the verdict classes that run as Flink's outcome (``restart_loop``), and 
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 from cutcheck.reference import Scenario, simulate
+from cutcheck.reference.checkpointing.failure_manager import RESTART_LOOP_FAILOVERS, CheckpointFailureManager
 from cutcheck.reference.fuzzing.verdicts import LOOP_FAILOVERS, RESTART_LOOP, restart_loop, run_scenario
 
+HERE = Path(__file__).resolve().parent / "regressions"
 
 def _job(tolerable: int, timeout: int) -> dict[str, Any]:
     graph = {"name": "loop", "vertices": [
@@ -37,13 +41,38 @@ def test_only_a_liveness_stop_after_consecutive_checkpoint_failovers_is_a_loop()
     # Anything besides LIVENESS is a finding however the job restarted.
     assert not restart_loop(result, [*liveness, {"invariant": "EXACTLY_ONCE", "detail": "lost 1"}])
     assert not restart_loop(result, [{"invariant": "LIVENESS", "detail": "deadlock at step 9: no action is enabled"}])
-    # Too few checkpoint failovers: a slow job, not a loop.
-    assert not restart_loop(replace(result, checkpoint_failovers=result.checkpoint_failovers[:LOOP_FAILOVERS - 1]),
-                            liveness)
-    # A checkpoint completed since the loop would have begun: the job was still making progress.
-    since = result.checkpoint_failovers[-LOOP_FAILOVERS]
-    late = {"id": 10**6, "status": "completed", "end_step": since + 1}
-    assert not restart_loop(replace(result, checkpoints=[*result.checkpoints, late]), liveness)
+    # Too few failovers back at the same point (or progress since the last): a slow job, not a loop.
+    assert not restart_loop(replace(result, failovers_without_progress=LOOP_FAILOVERS - 1), liveness)
+    assert not restart_loop(replace(result, failovers_without_progress=0), liveness)
+
+
+def test_checkpoints_completed_back_at_the_same_point_do_not_break_the_loop() -> None:
+    """Once drawn by the trace-validation property: a slow source with a 6-step checkpoint timeout. Each
+    restart completes checkpoints while the restored source is idle, all at the same position; once it
+    emits, two checkpoints expire and the job fails over to that position again. Counting completed
+    checkpoints as progress ran it 93 584 steps (1 080 failovers); it is the loop Flink would be in."""
+    raw = json.loads((HERE / "restart-loop-idle-checkpoints-seed-55843.json").read_text())
+    result = simulate(Scenario.from_json(raw))
+    assert result.violations[0]["detail"].startswith("restart loop"), result.violations
+    assert result.steps < 2_000
+    first = result.checkpoint_failovers[-RESTART_LOOP_FAILOVERS]
+    assert any(c["status"] == "completed" and c["end_step"] > first for c in result.checkpoints)
+    assert restart_loop(result, result.violations)
+
+
+def test_a_failover_that_restarts_from_further_on_begins_a_new_count() -> None:
+    manager = CheckpointFailureManager(tolerable=0)
+    point = ((("src[0]", "0", 6),), 0)
+    assert [manager.job_failed_over((point, 0)) for _ in range(RESTART_LOOP_FAILOVERS - 1)] == [False] * 4
+    assert manager.failovers_without_progress((point, 0)) == RESTART_LOOP_FAILOVERS - 1
+    # The job moved on since the last failover (here, its sinks committed): no loop yet.
+    assert manager.failovers_without_progress((point, 3)) == 0
+    # A failover from a later position (or with more committed) starts counting again.
+    further = ((("src[0]", "0", 12),), 0)
+    assert not manager.job_failed_over((further, 0))
+    assert manager.failovers_in_a_row == 1
+    assert not manager.job_failed_over((further, 5))
+    assert [manager.job_failed_over((further, 5)) for _ in range(RESTART_LOOP_FAILOVERS - 1)][-1]
 
 
 def test_a_job_that_tolerates_its_failed_checkpoints_finishes() -> None:
