@@ -14,7 +14,7 @@ from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.checkpointing.barriers import barrier_options_on_edge
 from cutcheck.reference.core.seams import seam
 from cutcheck.reference.events.stream import SnapshotCancelled, SnapshotTaken
-from cutcheck.reference.runtime.network import Barrier, Buf, EndOfPartition, InputChannel
+from cutcheck.reference.runtime.network import Barrier, Buf, EndOfChannelState, EndOfPartition, InputChannel
 from cutcheck.reference.runtime.tasks import TaskSnapshot
 
 if TYPE_CHECKING:
@@ -147,7 +147,13 @@ def snapshot_task(task: Task, b: Barrier, *, unaligned: bool, received: set[int]
     if pre_barrier is not None:
         pre_barrier(cp)
     options = engine.coordinator.options(cp)
+    # A finished task sends no priority barrier once one of its ends of partition crossed (below), nor while
+    # an end of channel state is still queued on an output: the barrier would go ahead of it, and a
+    # receiving gate holds priority barriers until it has seen every end of channel state, so neither
+    # could ever cross (clean seed-campaign scenario 100932 deadlocked so). In Flink a task finishes only
+    # after its recovery and final checkpoint; its end of partition stands in for the barrier here.
     crossed = task.finished and any(not any(isinstance(x, EndOfPartition) for x in sp.queue)
+                                    or any(isinstance(x, EndOfChannelState) for x in sp.queue)
                                     for p in task.partitions for sp in p.subpartitions)
     for p in task.partitions:
         uc_capable = p.unaligned_capable

@@ -108,3 +108,14 @@ def test_a_late_barrier_does_not_resume_a_sender_held_by_its_gates_recovery() ->
     v = run_scenario(raw)
     assert v.ok, v.violations
     assert v.rescaled and v.restarts == 2
+
+
+def test_a_finished_source_sends_no_priority_barrier_ahead_of_its_end_of_channel_state() -> None:
+    """Seed-campaign scenario 100932 (frozen): a finished source, restored with output state still to
+    replay, put a priority barrier ahead of its queued end of channel state; the receiving gate holds
+    priority barriers until it has seen every end of channel state, so neither could cross, and the
+    downstream tasks, which no abort ends any more (facts §4.10), waited for that checkpoint for ever
+    (LIVENESS at the step limit). Now the end of partition stands in for the barrier."""
+    raw = json.loads((HERE / "finished-source-ahead-of-recovery-seed-100932.json").read_text())
+    result = simulate(Scenario.from_json(raw))
+    assert result.ok and result.complete, result.violations
