@@ -316,7 +316,7 @@ class Engine:
         self.checkpoints.deliver_acks()  # acknowledgements whose asynchronous part ends now (ack_delay)
         if self.job_failover is not None:  # CheckpointFailureManager failed the job: a global failover
             self.checkpoint_failovers.append(self.step)
-            if (fm := c.failure_manager).job_failed_over((c.restart_point, self.store.committed_rows)):
+            if (fm := c.failure_manager).job_failed_over(c.restart_point):
                 raise InvariantViolation("LIVENESS", f"restart loop: failed checkpoints failed the job over "
                                          f"{fm.failovers_in_a_row} times in a row, back at one point ({self.job_failover})")
             self.fail("job: " + self.job_failover)

@@ -213,7 +213,7 @@ def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
     ``failure_manager.RESTART_LOOP_FAILOVERS`` such failovers in a row) or reaches its step budget. That is the
     outcome Flink promises, not a finding, when LIVENESS is the only violation and the last
     ``LOOP_FAILOVERS`` failovers were the failure manager's, each restarting the job from the same
-    point (sources' positions, in-flight records, committed output: ``failure_manager``), with no
+    point (sources' positions and in-flight records: ``failure_manager``), with no
     progress since. Checkpoints that complete between them do not break the loop when they hold that
     same point (they complete while the restarted sources are still idle). A job the tolerance does
     not end (unlimited, or never exceeded) that does not finish is still a finding.
@@ -224,8 +224,8 @@ def restart_loop(result: Any, violations: Sequence[dict[str, str]]) -> str:
     if looped < LOOP_FAILOVERS:
         return ""
     return (f"the job failed over {looped} times in a row on more failed checkpoints than it tolerates "
-            f"({result.scenario.checkpoint.tolerable_failed}), each time back at the same sources' positions, "
-            f"in-flight records and committed output: it restarts for ever, as a Flink job would")
+            f"({result.scenario.checkpoint.tolerable_failed}), each time back at the same sources' positions "
+            f"and in-flight records: it restarts for ever, as a Flink job would")
 
 
 def _delivered(verdict: ExactlyOnce, at_least_once: bool) -> bool:

@@ -239,7 +239,7 @@ def _run(scenario: Scenario, logs: RunLogWriter | None, *, chooser: Chooser | No
                        never_fired=never_fired(scenario, engine.fired_failures), coverage=engine.coverage,
                        sections=dict(sections), checkpoint_failovers=list(engine.checkpoint_failovers),
                        failovers_without_progress=engine.coordinator.failure_manager.failovers_without_progress(
-                           (engine.coordinator.restart_point, engine.store.committed_rows)))
+                           engine.coordinator.restart_point))
     if engine.tracing:
         result.traces = [*engine.trace_archive, engine.traces]
     if engine.debloat is not None:

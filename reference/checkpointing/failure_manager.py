@@ -25,7 +25,8 @@ Progress is not "a checkpoint completed": a job whose checkpoints time out only 
 completes checkpoints while its sources are idle after each restart, and those hold the position it
 restarts from, so it goes round for ever all the same. A failover makes progress when what the job
 restarts from (``restart_point``: the sources' positions and the in-flight records of the latest
-completed checkpoint) or what its sinks have committed differs from the previous such failover's.
+completed checkpoint) differs from the previous such failover's. (What sinks wrote is no measure: an
+at-least-once sink writes the same records again after every restart.)
 """
 
 from __future__ import annotations
@@ -92,7 +93,7 @@ class CheckpointFailureManager:
 
     def job_failed_over(self, progress: object) -> bool:
         """The job fails over because of failed checkpoints, restarting from ``progress`` (its restart
-        point and committed output); True when that makes the loop Flink would never leave (see the
+        point); True when that makes the loop Flink would never leave (see the
         module's docstring)."""
         if progress == self._progress_at_failover:
             self.failovers_in_a_row += 1

@@ -67,7 +67,6 @@ class TransactionStore:
         self.staged: dict[str, list[Record]] = {}
         self.committed: set[str] = set()
         self.commit_seq = 0
-        self.committed_rows = 0  # records in committed transactions (the restart-loop check's progress)
         self._on_commit = on_commit  # callback(rows of one commit, txn, sink subtask, checkpoint, attempt, seq)
 
     def stage(self, txn: str, rec: Record) -> None:
@@ -85,7 +84,6 @@ class TransactionStore:
             raise InvariantViolation("COMMIT", f"{sink} committed transaction {txn} that was never staged or was aborted")
         self.committed.add(txn)
         self.commit_seq += 1
-        self.committed_rows += len(rows)
         self._on_commit(rows, txn, sink, checkpoint, attempt, self.commit_seq)
         return True
 

@@ -63,16 +63,28 @@ def test_checkpoints_completed_back_at_the_same_point_do_not_break_the_loop() ->
 def test_a_failover_that_restarts_from_further_on_begins_a_new_count() -> None:
     manager = CheckpointFailureManager(tolerable=0)
     point = ((("src[0]", "0", 6),), 0)
-    assert [manager.job_failed_over((point, 0)) for _ in range(RESTART_LOOP_FAILOVERS - 1)] == [False] * 4
-    assert manager.failovers_without_progress((point, 0)) == RESTART_LOOP_FAILOVERS - 1
-    # The job moved on since the last failover (here, its sinks committed): no loop yet.
-    assert manager.failovers_without_progress((point, 3)) == 0
-    # A failover from a later position (or with more committed) starts counting again.
+    assert [manager.job_failed_over(point) for _ in range(RESTART_LOOP_FAILOVERS - 1)] == [False] * 4
+    assert manager.failovers_without_progress(point) == RESTART_LOOP_FAILOVERS - 1
+    # A checkpoint completed since at a later point (or with fewer records in flight): no loop yet.
+    assert manager.failovers_without_progress(((("src[0]", "0", 6),), 3)) == 0
+    # A failover from there starts counting again.
     further = ((("src[0]", "0", 12),), 0)
-    assert not manager.job_failed_over((further, 0))
+    assert not manager.job_failed_over(further)
     assert manager.failovers_in_a_row == 1
-    assert not manager.job_failed_over((further, 5))
-    assert [manager.job_failed_over((further, 5)) for _ in range(RESTART_LOOP_FAILOVERS - 1)][-1]
+    assert [manager.job_failed_over(further) for _ in range(RESTART_LOOP_FAILOVERS - 1)] == [False] * 3 + [True]
+
+
+def test_an_at_least_once_sink_writing_again_after_each_restart_is_no_progress() -> None:
+    """Once drawn by a guided campaign: an at-least-once job that tolerates no failed checkpoint and
+    whose checkpoints never complete in their 22 steps. Its at-least-once sink writes the replayed
+    records again after every restart; counting what sinks wrote as progress ran it to its step limit
+    (343 failovers) as a finding. No checkpoint completed: it restarts from nothing each time."""
+    raw = json.loads((HERE / "restart-loop-at-least-once-sink.json").read_text())
+    result = simulate(Scenario.from_json(raw))
+    assert result.violations[0]["detail"].startswith("restart loop"), result.violations
+    assert not any(c["status"] == "completed" for c in result.checkpoints)
+    v = run_scenario(raw)
+    assert v.ok and v.looped
 
 
 def test_a_job_that_tolerates_its_failed_checkpoints_finishes() -> None:
