@@ -7,6 +7,7 @@ from __future__ import annotations
 from itertools import combinations
 
 from cutcheck.model.partitioning import PARTITIONERS
+from cutcheck.reference.fuzzing.cancelling import CANCEL
 from cutcheck.reference.fuzzing.finishing import FINISH
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature
 
@@ -116,6 +117,8 @@ def _universe() -> dict[Cell, str | None]:
         cells["handover", side, ""] = None
     for moment in FINISH:
         cells["finish", moment, ""] = None
+    for moment in CANCEL:
+        cells["cancel", moment, ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -144,6 +147,8 @@ def cell_name(cell: Cell) -> str:
         return f"split handover on restored {what} state"
     if family == "finish":
         return f"last producer finishes: {what}"
+    if family == "cancel":
+        return f"cancel marker {what}"
     return f"pair {what} + {how}"
 
 

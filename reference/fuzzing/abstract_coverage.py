@@ -25,6 +25,10 @@ states such bugs live in, per channel and per checkpoint:
   only a direct trigger brings it, as its handler collects one (``retrigger-while-collecting``) or as
   that end of partition ends an unaligned collection (``eop-ends-unaligned``): the moments of the
   re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
+* ``cancel`` (moment, ""): a cancel marker ending a collection that holds blocked channels, aligned
+  (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
+  whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
+  (``reference.fuzzing.cancelling``);
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -58,6 +62,7 @@ from cutcheck.reference.fuzzing.abstract_cells import (
     cell_name,
     count_class,
 )
+from cutcheck.reference.fuzzing.cancelling import CancelWatch
 from cutcheck.reference.fuzzing.finishing import FinishWatch
 from cutcheck.reference.fuzzing.handover import HandoverWatch
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
@@ -125,7 +130,8 @@ class AbstractObserver:
     pending or some channel still persists (and once after), senders only while a checkpoint is pending.
     """
 
-    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish")
+    __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish",
+                 "_cancel")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -138,6 +144,7 @@ class AbstractObserver:
         self._passed: dict[int, tuple[int, int, int, bool, Any]] = {}
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
         self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
+        self._cancel = CancelWatch()  # a cancel marker ending a collection
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -167,6 +174,7 @@ class AbstractObserver:
 
         engine.bus.subscribe(RestoreTried, restored)
         engine.bus.subscribe(HandlerDispatched, lambda e: self._finish.dispatched(e.sid, e.state, e.event))
+        engine.bus.subscribe(HandlerDispatched, lambda e: self._cancel.dispatched(engine, e.sid, e.state, e.event))
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
@@ -182,6 +190,7 @@ class AbstractObserver:
         if self._handover.armed:
             self._handover.look(hits)
         self._finish.look(engine, hits)
+        self._cancel.look(hits)
         if len(engine.restore_reports) != self._restores:
             for report in engine.restore_reports[self._restores:]:
                 self._restore(engine, hits, report)

@@ -26,6 +26,9 @@ examples (timed replays wait as long):
   them) and no slow vertex. Wanted once ``WARM_UP`` examples ran without the cell, after the crowd
   phase (wanted beside the crowd shape too, it took examples from the stale shape: ci campaign seed 2
   then missed ``stale barrier records-behind``).
+* ``cancel``: a cancel marker ending an unaligned collection that holds channels blocked before its
+  alignment timeout switched it (``cancelling``): the aligned-timeout focus (alignment timeouts,
+  expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ from typing import Any, Protocol
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
 from cutcheck.reference.fuzzing.finishing import WHILE_COLLECTING
 from cutcheck.reference.fuzzing.swarm import Feature
 from cutcheck.reference.fuzzing.timed import TIMED_FOR
@@ -83,7 +87,8 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
     none before ``examples`` reached ``WARM_UP``: the crowd shape alone while the failover transition is
     unreached and no entry of ``corpus`` marked a moment for it (its replays take over; it is the
     rarest), else one per partitioner of an unreached restore cell, one for the stale cells, one for
-    the handover cells and one for the re-trigger while a handler collects."""
+    the handover cells, one for the re-trigger while a handler collects and one for a cancel marker
+    ending an unaligned collection that holds blocked channels."""
     out: list[tuple[str, dict[str, Any]]] = []
     if examples < WARM_UP:
         return out
@@ -99,4 +104,6 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
         out.append(("handover", dict(FOCI["handover"])))
     if not reached.hits[WHILE_COLLECTING]:
         out.append(("retrigger", dict(RETRIGGER)))
+    if not reached.hits[ENDS_UNALIGNED_BLOCKED]:
+        out.append(("cancel", dict(FOCI["aligned-timeout"])))
     return out
