@@ -128,9 +128,10 @@ def fuzz(
         result = fz.hypothesis_campaign(examples=examples, seconds=seconds, mutants=mutants, seed=seed,
                                         progress=lambda n: progress.advance(task, n))
     _check_judged(result, seconds)
-    rows = [[result.examples, result.refused, result.looped, f"{result.seconds:.1f}", "none" if result.ok else "FOUND"]]
+    rows = [[result.examples, result.refused, result.looped, result.stalled, f"{result.seconds:.1f}",
+             "none" if result.ok else "FOUND"]]
     show(f"fuzz: {result.examples} scenarios ran ({result.covered.describe()})",
-         ["scenarios run", "refused restores", "restart loops", "seconds", "finding"], rows)
+         ["scenarios run", "refused restores", "restart loops", "alignment stalls", "seconds", "finding"], rows)
     out.print(result.describe_split(), markup=False, highlight=False, soft_wrap=True)
     if result.guidance:
         out.print(result.describe_guidance(), markup=False, highlight=False, soft_wrap=True)
@@ -194,7 +195,7 @@ def _seed_campaign(fz: Any, examples: int, seconds: float | None, mutants: tuple
             fz.add_seed_verdict(result, v)
     bad = [v for v in result.verdicts if not v["ok"]]
     show(f"fuzz (seed campaign): {result.examples} scenarios ran", ["scenarios run", "refused restores", "restart loops",
-         "findings"], [[result.examples, result.refused, result.looped, len(bad)]])
+         "alignment stalls", "findings"], [[result.examples, result.refused, result.looped, result.stalled, len(bad)]])
     for line in coverage_lines(result.coverage) + abstract_lines(result.abstract) + skipped_lines(result.skipped):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
     found = [fz.scenario_of_seed(v["seed"], mutants, fz.seed_gen(v["seed"])) for v in bad[:5]]

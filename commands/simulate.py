@@ -118,6 +118,9 @@ def _print_run(result: Any, verdict: Any) -> None:
             out.print(f"[bold red]{v['invariant']} violated[/] at step {v['step']}: {v['detail']}", highlight=False)
     if verdict.outcome is Outcome.RESTART_LOOP:
         out.print(f"restart loop (not a finding): {verdict.reason}", markup=False, highlight=False, soft_wrap=True)
+    if verdict.outcome is Outcome.ALIGNMENT_STALL:
+        out.print(f"the protocol stalls here, as Flink's does (a finding against Flink, not the engine): {verdict.reason}",
+                  markup=False, highlight=False, soft_wrap=True)
     if result.run_dir:
         out.print(f"recovery logs: {result.run_dir}")
 

@@ -127,8 +127,9 @@ def _verify(profile: str, scenarios: list[Path], mutants: tuple[str, ...], maste
     detail = (f"{campaign.examples} scenarios ran in {campaign.seconds:.1f} s ({campaign.describe_split()}; "
               f"{campaign.covered.describe()}; {campaign.abstract.describe()}"
               + (f"; {campaign.describe_guidance()}" if campaign.guidance else "") + "); "
-              f"{campaign.refused} restores refused and {campaign.looped} jobs restarting for ever on failed "
-              "checkpoints, as Flink would")
+              f"{campaign.refused} restores refused, {campaign.looped} jobs restarting for ever on failed "
+              f"checkpoints, as Flink would, and {campaign.stalled} jobs stalled on a barrier alignment, as Flink's "
+              "protocol stalls")
     detail += "".join(f"; {line}" for line in skipped_lines(campaign.skipped))  # a skip is said, never silent
     counterexamples: list[dict[str, Any]] = []
     if campaign.failure is not None:

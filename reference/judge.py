@@ -21,7 +21,10 @@ The checks:
 
 The outcomes (``Outcome``): the run holds; a check found a violation; a restore Flink refuses ended
 it (Flink's own ending); its checkpoints kept failing past a finite tolerance so the job restarts for
-ever, as a Flink job would (``RESTART_LOOP``, Flink's own ending); or it stopped at its step limit
+ever, as a Flink job would (``RESTART_LOOP``, Flink's own ending); its data flow stalled on a barrier
+alignment that no step breaks, as Flink's protocol does (``ALIGNMENT_STALL``: a finding against the
+protocol, which the engine follows as Flink does, not against the engine; ``checks.stall``); or it
+stopped at its step limit
 with nothing broken up to there (``UNJUDGED``: whether it would have finished is not decided, so it
 is no kill of a mutant by itself, and a campaign reports it as a job that does not finish).
 """
@@ -45,6 +48,8 @@ GENERATOR = "GENERATOR"  # the generator made a scenario the engine rejects as i
 TRACE = "TRACE"  # a channel trace the protocol rejects
 REFUSED = "REFUSED"  # a restore Flink refuses too
 RESTART_LOOP = "RESTART_LOOP"  # not a finding: failed checkpoints restart the job for ever, as in Flink
+ALIGNMENT_STALL = "ALIGNMENT_STALL"  # the protocol's own stall (checks.stall): a finding against Flink, not the engine
+STALL = "alignment stall:"  # how the LIVENESS of a stall begins (checks.stall.describe)
 LOOP_FAILOVERS = 3  # checkpoint-failure failovers in a row, each back at the same point, that make a loop
 STEP_LIMIT = "the job did not finish within"  # how the engine's LIVENESS at its step limit begins
 
@@ -54,6 +59,7 @@ class Outcome(Enum):
     VIOLATED = "violated"  # a check found a violation, or the engine raised
     REFUSED = "refused"  # a restore Flink refuses too ended the run
     RESTART_LOOP = "restart_loop"  # failed checkpoints restart the job for ever, as they would in Flink
+    ALIGNMENT_STALL = "alignment_stall"  # the data flow waits on a barrier alignment for ever, as in Flink's protocol
     UNJUDGED = "unjudged"  # the run stopped at its step limit, nothing broken up to there
 
 
@@ -111,7 +117,7 @@ class Judgement:
     @property
     def ok(self) -> bool:
         """Nothing to report: the run holds, or ended the way Flink's own job would."""
-        return self.outcome in (Outcome.HOLDS, Outcome.REFUSED, Outcome.RESTART_LOOP)
+        return self.outcome in (Outcome.HOLDS, Outcome.REFUSED, Outcome.RESTART_LOOP, Outcome.ALIGNMENT_STALL)
 
     @property
     def invariant(self) -> str:
@@ -129,6 +135,7 @@ class Judgement:
         head = {Outcome.HOLDS: "holds", Outcome.VIOLATED: f"VIOLATED ({self.invariant})",
                 Outcome.REFUSED: "restore refused, as Flink refuses it",
                 Outcome.RESTART_LOOP: "restart loop, as a Flink job would be in (not a finding)",
+                Outcome.ALIGNMENT_STALL: "alignment stall, as Flink's protocol stalls (a finding against Flink, not the engine)",
                 Outcome.UNJUDGED: "UNJUDGED (the run stopped at its step limit)"}[self.outcome]
         return f"verdict: {head}; " + "; ".join(c.describe() for c in self.checks)
 
@@ -168,6 +175,9 @@ def judge(run: RunResult, *, coverage: Coverage | None = None) -> Judgement:
         eo_run = run.exactly_once
         findings.append({"invariant": "EXACTLY_ONCE", "detail": f"in the output up to the stop: duplicated "
                          f"{eo_run.duplicated}, phantom {eo_run.phantom}, count gaps {eo_run.count_gaps}"})
+    if len(findings) == 1 and findings[0]["invariant"] == "LIVENESS" and findings[0]["detail"].startswith(STALL):
+        detail = findings[0]["detail"]
+        return Judgement(Outcome.ALIGNMENT_STALL, ({"invariant": ALIGNMENT_STALL, "detail": detail},), tuple(checks), detail)
     if len(findings) == 1 and findings[0]["invariant"] == "LIVENESS" and findings[0]["detail"].startswith(STEP_LIMIT):
         return Judgement(Outcome.UNJUDGED, tuple(findings), tuple(checks), findings[0]["detail"], tuple(trace_found))
     return Judgement(Outcome.VIOLATED, tuple(findings), tuple(checks), trace_findings=tuple(trace_found))

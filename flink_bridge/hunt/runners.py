@@ -124,6 +124,8 @@ def predict(case: HuntCase) -> Prediction:
         pred.inconclusive = f"model problem: the engine's run broke {broken['invariant']} ({broken.get('detail', '')[:160]})"
     elif verdict.outcome is Outcome.RESTART_LOOP:  # the engine's job never ends, as Flink's would not: nothing to compare
         pred.inconclusive = f"the engine's run is a restart loop: {verdict.reason[:160]}"
+    elif verdict.outcome is Outcome.ALIGNMENT_STALL:  # the model predicts a stall: Flink's run is to show it
+        pred.inconclusive = f"the engine's run stalls on a barrier alignment: {verdict.reason[:160]}"
     return pred
 
 

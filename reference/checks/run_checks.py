@@ -4,7 +4,8 @@ Each check is a subscriber: OWNERSHIP of the key-group ranges whenever tasks are
 ALIGNED_EDGE and BROADCAST_STATE when a checkpoint is about to be stored, RETAINED, SAVEPOINT_KEPT
 and NO_ORPHANS as checkpoints complete and the storage closes, RESTORE_JUDGED at every restore,
 CHECKPOINT_ID at every trigger, TRIGGER when a checkpoint expires, BLOCKED at every event a barrier
-handler handles. A
+handler handles; an alignment stall (``stall``) ends the run with LIVENESS at the second expiry in a
+row that finds it, or when the run stops stuck. A
 check raises ``InvariantViolation`` from its subscriber, at the step the event happened; the
 protocol code that published the event never knows a check exists.
 """
@@ -23,6 +24,7 @@ from cutcheck.reference.checks.invariants import (
     check_key_group_ranges,
 )
 from cutcheck.reference.checks.restore_judgement import judge_restore
+from cutcheck.reference.checks.stall import alignment_stall, describe
 from cutcheck.reference.checks.storage_invariants import RetentionWatch, StorageWatch
 from cutcheck.reference.events.stream import (
     CancelSent,
@@ -69,9 +71,11 @@ class RunChecks:
         # CHECKPOINT_ID: the highest id this job took or restored; every new checkpoint's id is above it.
         self.id_floor = 0
         self.id_floor_is = "no checkpoint yet"
+        self.stall_seen: frozenset[str] = frozenset()  # the tasks of the stall the last expiry found
 
     def on_deployed(self, _e: TasksDeployed) -> None:
         check_key_group_ranges(self.run)  # OWNERSHIP of the ranges themselves
+        self.stall_seen = frozenset()  # a failover or rescale broke whatever stalled before
 
     def on_restore(self, e: RestoreTried) -> None:
         judge_restore(self.run, e.done, e.refusal)  # RESTORE_JUDGED: the engine refuses what Flink refuses
@@ -108,6 +112,16 @@ class RunChecks:
         before the tasks drop the checkpoint, so what they hold of it is still there."""
         if e.expired:
             check_not_orphaned(self.run.tasks.values(), e.cp, e.kind, f"expired at step {e.step}")
+            self._stall_at_expiry()
+
+    def _stall_at_expiry(self) -> None:
+        """An alignment stall two expiries in a row found among the same tasks ends the run: no step
+        of the job breaks it (``stall``), and the step budget would go round it to its end."""
+        ring = alignment_stall(self.run.tasks.values())
+        tasks = frozenset(w.waiter for w in ring)
+        if ring and tasks == self.stall_seen:
+            raise InvariantViolation("LIVENESS", describe(ring))
+        self.stall_seen = tasks
 
     def on_stuck(self, pending: Iterable[tuple[int, PendingView]]) -> None:
         """TRIGGER, when the run stops with checkpoints still pending (its step limit, a deadlock): one
@@ -118,6 +132,9 @@ class RunChecks:
                 check_cancel_markers_on_the_way(task, "nothing (the run stopped)", -1, self.cancelled)
         for cp, p in sorted(pending, key=lambda item: item[0]):
             check_not_orphaned(self.run.tasks.values(), cp, p.kind, f"was still pending when the run stopped at step {self.run.step}")
+        ring = alignment_stall(self.run.tasks.values())
+        if ring:  # the hang's cause, named
+            raise InvariantViolation("LIVENESS", describe(ring))
 
     def on_completing(self, e: CheckpointCompleting) -> None:
         if self.cut and self.run.scenario.checkpoint.mode != CheckpointMode.AT_LEAST_ONCE:

@@ -106,6 +106,7 @@ class CampaignResult:
     examples: int = 0
     refused: int = 0
     looped: int = 0  # jobs that restarted for ever on failed checkpoints, as Flink would
+    stalled: int = 0  # jobs whose data flow stalled on a barrier alignment, as Flink's protocol does
     skipped: dict[str, int] = field(default_factory=dict)  # runs per check skipped and why (verdicts.count_skips)
     seconds: float = 0.0
     failure: Verdict | None = None  # the shrunk counterexample, if any
@@ -145,7 +146,7 @@ class CampaignResult:
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {"scenarios_run": self.examples, "examples": self.examples, "refused": self.refused,
-                               "restart_loops": self.looped, "skipped": self.skipped, "seconds": self.seconds,
+                               "restart_loops": self.looped, "alignment_stalls": self.stalled, "skipped": self.skipped, "seconds": self.seconds,
                                "covered": self.covered.to_json(),
                                "coverage": self.coverage.to_json(), "phases": self.phases, "limits": self.limits,
                                "abstract_coverage": self.abstract.to_json(), "split": self.split,
@@ -278,6 +279,7 @@ class _Search:
             r.examples += 1
             r.refused += verdict.refused
             r.looped += verdict.looped
+            r.stalled += verdict.stalled
             count_skips(r.skipped, verdict.to_json())
             r.covered.add(sdict, verdict)
             r.coverage.merge(verdict.coverage)
@@ -394,4 +396,5 @@ def add_seed_verdict(result: CampaignResult, v: dict[str, Any]) -> None:
     result.examples += 1
     result.refused += v["refused"]
     result.looped += v.get("looped", False)
+    result.stalled += v.get("stalled", False)
     count_skips(result.skipped, v)

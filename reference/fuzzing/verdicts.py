@@ -155,6 +155,11 @@ class Verdict:
         return self.judgement.outcome is Outcome.RESTART_LOOP
 
     @property
+    def stalled(self) -> bool:
+        """The job's data flow stalled on a barrier alignment, as Flink's protocol does (``checks.stall``)."""
+        return self.judgement.outcome is Outcome.ALIGNMENT_STALL
+
+    @property
     def violations(self) -> list[dict[str, str]]:
         return list(self.judgement.findings)
 
@@ -165,7 +170,7 @@ class Verdict:
 
     def to_json(self) -> dict[str, Any]:
         return {"seed": self.seed, "ok": self.ok, "refused": self.refused, "looped": self.looped,
-                "violations": self.violations, "outcome": self.judgement.outcome.value,
+                "stalled": self.stalled, "violations": self.violations, "outcome": self.judgement.outcome.value,
                 "skipped": [c.to_json() for c in self.judgement.skipped()]}
 
 
