@@ -27,8 +27,8 @@ examples (timed replays wait as long):
   phase (wanted beside the crowd shape too, it took examples from the stale shape: ci campaign seed 2
   then missed ``stale barrier records-behind``).
 * ``cancel``: a cancel marker ending an unaligned collection that holds channels blocked before its
-  alignment timeout switched it (``cancelling``): the aligned-timeout focus (alignment timeouts,
-  expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
+  alignment timeout switched it (``cancelling``): the aligned-timeout-expiry focus (alignment
+  timeouts, expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
 """
 
 from __future__ import annotations
@@ -105,5 +105,5 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
     if not reached.hits[WHILE_COLLECTING]:
         out.append(("retrigger", dict(RETRIGGER)))
     if not reached.hits[ENDS_UNALIGNED_BLOCKED]:
-        out.append(("cancel", dict(FOCI["aligned-timeout"])))
+        out.append(("cancel", dict(FOCI["aligned-timeout-expiry"])))
     return out

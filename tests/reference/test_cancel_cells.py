@@ -1,5 +1,5 @@
 """The cancel cells (reference.fuzzing.cancelling): a cancel marker ending a collection that holds what
-the abort must release, and the aligned-timeout focus and cancel shape that make the rarest of them,
+the abort must release, and the aligned-timeout-expiry focus and cancel shape that make the rarest of them,
 an unaligned collection holding channels blocked before its alignment timeout, common."""
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from cutcheck.reference.fuzzing.timed import TIMED_FOR
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_from_seed
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
-# Seed 28 of the aligned-timeout focus: an alignment times out into unaligned with channels blocked,
+# Seed 28 of the aligned-timeout-expiry focus: an alignment times out into unaligned with channels blocked,
 # the checkpoint expires before its last barrier comes, and the late producer's cancel marker ends
 # the unaligned collection. No aligned collection is ended by a marker in this run.
 WITNESS = "cancel-ends-unaligned-blocked-seed-28.json"
@@ -57,7 +57,7 @@ def test_an_abort_that_leaves_blocked_channels_blocked_breaks_the_witness() -> N
 def test_the_aligned_timeout_focus_reaches_the_unaligned_blocked_cell_often() -> None:
     # 30 of its seeds 1000-1299 reach it (4 of 0-39); with failures alone, the focus before, 2 of 150.
     reached = [seed for seed in range(40)
-               if run_scenario(scenario_from_seed(seed, **FOCI["aligned-timeout"])).abstract.hits[ENDS_UNALIGNED_BLOCKED]]
+               if run_scenario(scenario_from_seed(seed, **FOCI["aligned-timeout-expiry"])).abstract.hits[ENDS_UNALIGNED_BLOCKED]]
     assert len(reached) >= 2, reached
 
 
@@ -73,7 +73,7 @@ def _all_reached_but(*missing: tuple[str, str, str]) -> AbstractCoverage:
 def test_the_cancel_shape_is_wanted_while_the_unaligned_blocked_cell_is_unreached() -> None:
     reached = _all_reached_but(ENDS_UNALIGNED_BLOCKED)
     assert wanted(reached, [], WARM_UP - 1) == []
-    assert wanted(reached, [], WARM_UP) == [("cancel", FOCI["aligned-timeout"])]
+    assert wanted(reached, [], WARM_UP) == [("cancel", FOCI["aligned-timeout-expiry"])]
     reached.hits[ENDS_UNALIGNED_BLOCKED] += 1
     assert wanted(reached, [], WARM_UP) == []
     # The other two cells come with the cycle's expiry foci; they want no shape.
