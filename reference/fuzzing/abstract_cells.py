@@ -119,6 +119,7 @@ def _universe() -> dict[Cell, str | None]:
         cells["finish", moment, ""] = None
     for moment in CANCEL:
         cells["cancel", moment, ""] = None
+    cells["timeout", "at-sender", ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -149,6 +150,8 @@ def cell_name(cell: Cell) -> str:
         return f"last producer finishes: {what}"
     if family == "cancel":
         return f"cancel marker {what}"
+    if family == "timeout":
+        return f"alignment timeout converts a barrier {what}"
     return f"pair {what} + {how}"
 
 

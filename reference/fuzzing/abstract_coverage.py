@@ -25,6 +25,9 @@ states such bugs live in, per channel and per checkpoint:
   only a direct trigger brings it, as its handler collects one (``retrigger-while-collecting``) or as
   that end of partition ends an unaligned collection (``eop-ends-unaligned``): the moments of the
   re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
+* ``timeout`` (``at-sender``, ""): a timeoutable barrier queued behind buffers at its sender that the
+  alignment timeout turned into a priority barrier there (the sender side of the timeout, FLINK-27251:
+  the buffers it overtakes become output state, and its cut must move back to what crossed);
 * ``cancel`` (moment, ""): a cancel marker ending a collection that holds blocked channels, aligned
   (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
   whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
@@ -45,6 +48,7 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
+from cutcheck.model.kinds import BarrierOption
 from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
@@ -68,6 +72,7 @@ from cutcheck.reference.fuzzing.handover import HandoverWatch
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
+TIMEOUT_AT_SENDER: Cell = ("timeout", "at-sender", "")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 # A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
 # where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
@@ -131,7 +136,7 @@ class AbstractObserver:
     """
 
     __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish",
-                 "_cancel")
+                 "_cancel", "_timeoutable")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -145,6 +150,7 @@ class AbstractObserver:
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
         self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
         self._cancel = CancelWatch()  # a cancel marker ending a collection
+        self._timeoutable: dict[int, Any] = {}  # id -> timeoutable barriers seen queued behind buffers at a sender
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -280,6 +286,10 @@ class AbstractObserver:
 
     def _senders(self, engine: Any, hits: Counter[Cell], pending: Mapping[int, Any]) -> None:
         newest = max(pending)
+        waiting = self._timeoutable
+        if len(waiting) > MOMENTS:  # barriers of ended checkpoints are never converted
+            for key in [k for k, b in waiting.items() if b.cp not in pending]:
+                del waiting[key]
         for sp in engine.subpartitions:
             q = sp.queue
             if not q or (len(q) == 1 and q[0].__class__ is not Barrier):
@@ -288,9 +298,15 @@ class AbstractObserver:
                 if item.__class__ is not Barrier:
                     continue
                 if item.priority:
-                    hits["overtake", "priority", count_class(sum(1 for x in q if x.__class__ is Buf))] += 1
+                    behind = sum(1 for x in q if x.__class__ is Buf)
+                    hits["overtake", "priority", count_class(behind)] += 1
+                    if behind and id(item) in waiting:  # queued aligned behind buffers at the last look
+                        hits[TIMEOUT_AT_SENDER] += 1
                 else:
-                    hits["overtake", "aligned", count_class(sum(1 for x in list(q)[:pos] if x.__class__ is Buf))] += 1
+                    ahead = sum(1 for x in list(q)[:pos] if x.__class__ is Buf)
+                    hits["overtake", "aligned", count_class(ahead)] += 1
+                    if ahead and item.options is BarrierOption.TIMEOUTABLE:
+                        waiting[id(item)] = item  # kept alive: its id names no other barrier meanwhile
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
                 break

@@ -29,6 +29,11 @@ examples (timed replays wait as long):
 * ``cancel``: a cancel marker ending an unaligned collection that holds channels blocked before its
   alignment timeout switched it (``cancelling``): the aligned-timeout-expiry focus (alignment
   timeouts, expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
+* ``timeout``: the alignment timeout converting a barrier queued behind buffers at its sender
+  (``timeout at-sender``): the aligned-timeout focus (16 of its seeds 0-299 reach the cell; the
+  aligned-timeout-expiry focus reaches it as often, 12 of 150, but its checkpoints expire after the
+  conversion, and a fault in the conversion's cut showed in none of those 12 runs, in 6 of the 16).
+  Wanted once ``WARM_UP`` examples ran without the cell.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
-from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
 from cutcheck.reference.fuzzing.finishing import WHILE_COLLECTING
 from cutcheck.reference.fuzzing.swarm import Feature
@@ -106,4 +111,6 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
         out.append(("retrigger", dict(RETRIGGER)))
     if not reached.hits[ENDS_UNALIGNED_BLOCKED]:
         out.append(("cancel", dict(FOCI["aligned-timeout-expiry"])))
+    if not reached.hits[TIMEOUT_AT_SENDER]:
+        out.append(("timeout", dict(FOCI["aligned-timeout"])))
     return out

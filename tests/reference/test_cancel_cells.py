@@ -1,6 +1,7 @@
 """The cancel cells (reference.fuzzing.cancelling): a cancel marker ending a collection that holds what
 the abort must release, and the aligned-timeout-expiry focus and cancel shape that make the rarest of them,
-an unaligned collection holding channels blocked before its alignment timeout, common."""
+an unaligned collection holding channels blocked before its alignment timeout, common; and the
+sender-side timeout cell (a queued timeoutable barrier converted at its sender) with its shape."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import json
 from pathlib import Path
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, CELL_BY_NAME, cell_name
-from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import (
     CANCEL,
     ENDS_ALIGNED,
@@ -78,3 +79,21 @@ def test_the_cancel_shape_is_wanted_while_the_unaligned_blocked_cell_is_unreache
     assert wanted(reached, [], WARM_UP) == []
     # The other two cells come with the cycle's expiry foci; they want no shape.
     assert wanted(_all_reached_but(ENDS_ALIGNED, ENDS_UNALIGNED_PERSISTING), [], WARM_UP) == []
+
+
+def test_the_aligned_timeout_focus_reaches_the_sender_side_timeout_cell() -> None:
+    # Seed 3 of the focus: a timeoutable barrier waits behind buffers at a sender when the alignment
+    # timeout fires, and becomes a priority barrier there (16 of the focus's seeds 0-299 do).
+    v = run_scenario(scenario_from_seed(3, **FOCI["aligned-timeout"]))
+    assert v.ok, v.violations
+    assert v.abstract.hits[TIMEOUT_AT_SENDER]
+    # Unaligned checkpoints never queue a timeoutable barrier.
+    assert not any(run_scenario(scenario_from_seed(s, **FOCI["unaligned"])).abstract.hits[TIMEOUT_AT_SENDER]
+                   for s in range(5))
+
+
+def test_the_timeout_shape_is_wanted_while_the_sender_side_cell_is_unreached() -> None:
+    reached = _all_reached_but(TIMEOUT_AT_SENDER)
+    assert wanted(reached, [], WARM_UP) == [("timeout", FOCI["aligned-timeout"])]
+    reached.hits[TIMEOUT_AT_SENDER] += 1
+    assert wanted(reached, [], WARM_UP) == []
