@@ -27,6 +27,7 @@ import sys
 import tempfile
 import time
 import urllib.error
+import urllib.parse
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,6 +53,7 @@ class Outcome:
     verdict: str
     samples: list[Sample] = field(default_factory=list)
     checkpoints: list[dict[str, Any]] = field(default_factory=list)  # Rest.checkpoints when the watch ended
+    load: dict[str, dict[str, float]] = field(default_factory=dict)  # Rest.load when the watch ended (not finished)
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -70,12 +72,18 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="fixed-delay restart attempts after a failover (0: the job fails on its first failover)")
     p.add_argument("--default-network", action="store_true",
                    help="keep Flink's default network buffers (32 KiB, 2 exclusive, 8 floating) instead of small ones")
+    p.add_argument("--channel-state-file-subtasks", type=int, default=1,
+                   help="execution.checkpointing.unaligned.max-subtasks-per-channel-state-file (Flink's default is 5; "
+                        "with 1 a subtask's acknowledgement does not wait for the others sharing its file, so the "
+                        "REST acknowledgement counts show which vertices took the snapshot)")
+    p.add_argument("--log-barriers", action="store_true",
+                   help="log at DEBUG what each task's barrier handler received, and print those lines at the end")
     p.add_argument("--stall-seconds", type=float, default=45.0,
                    help="c's input count unchanged this long while RUNNING is a stall")
     p.add_argument("--max-seconds", type=float, default=240.0, help="give up (UNDECIDED) after this long")
     p.add_argument("--json", type=Path, help="also write the samples and verdict as JSON to this new file")
     args = p.parse_args(argv)
-    for name in ("records", "interval_ms", "checkpoint_timeout_ms"):
+    for name in ("records", "interval_ms", "checkpoint_timeout_ms", "channel_state_file_subtasks"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.delay_ms < 0 or args.stall_seconds <= 0 or args.max_seconds <= 0 or args.restarts < 0:
@@ -118,6 +126,7 @@ def job_config(args: argparse.Namespace, port: int, checkpoint_dir: str) -> dict
         "execution.checkpointing.aligned-checkpoint-timeout": "0ms",  # unaligned from the start
         "execution.checkpointing.timeout": f"{args.checkpoint_timeout_ms}ms",
         "execution.checkpointing.tolerable-failed-checkpoints": str(args.tolerable_failed),
+        "execution.checkpointing.unaligned.max-subtasks-per-channel-state-file": str(args.channel_state_file_subtasks),
         "execution.checkpointing.dir": Path(checkpoint_dir).as_uri(),
         "restart-strategy.type": "fixed-delay" if args.restarts else "none",
         "restart-strategy.fixed-delay.attempts": str(max(args.restarts, 1)),
@@ -208,6 +217,53 @@ class Rest:
             found.append(row)
         return found
 
+    def gates(self, job_id: str) -> dict[str, list[str]]:
+        """Per vertex with inputs, its producers in input-gate order (the log's gateIdx)."""
+        nodes = self.get(f"/jobs/{job_id}/plan").get("plan", {}).get("nodes", [])
+        names = {v["id"]: v["name"] for v in self.get(f"/jobs/{job_id}").get("vertices", [])}
+        return {names[n["id"]]: [f"{names.get(i['id'], i['id'])} ({i.get('ship_strategy')})"
+                                 for i in sorted(n.get("inputs", []), key=lambda i: i.get("num", 0))]
+                for n in nodes if n.get("inputs")}
+
+    def load(self, job_id: str) -> dict[str, dict[str, float]]:
+        """Per vertex, ms per second its subtasks spent back-pressured, idle (waiting for input) and busy."""
+        keys = ("backPressuredTimeMsPerSecond", "idleTimeMsPerSecond", "busyTimeMsPerSecond")
+        found = {}
+        for v in self.get(f"/jobs/{job_id}").get("vertices", []):
+            query = urllib.parse.urlencode({"get": ",".join(keys), "agg": "avg"})
+            rows = self.get_list(f"/jobs/{job_id}/vertices/{v['id']}/subtasks/metrics?{query}")
+            found[str(v["name"])] = {str(r["id"]).removesuffix("TimeMsPerSecond"): round(float(r.get("avg", 0)))
+                                     for r in rows}
+        return found
+
+    def get_list(self, path: str) -> list[dict[str, Any]]:
+        with urllib.request.urlopen(self.base + path, timeout=10) as resp:
+            return list(json.load(resp))
+
+
+BARRIER_LOGGERS = ("org.apache.flink.streaming.runtime.io.checkpointing.SingleCheckpointBarrierHandler",
+                   "org.apache.flink.streaming.runtime.tasks.SubtaskCheckpointCoordinatorImpl")
+BARRIER_LINES = ("Received barrier from channel", "synchronous part of checkpoint", "Received cancellation",
+                 "Notification of checkpoint", "before completing current checkpoint", "cancel-barrier")
+
+
+def log_files() -> dict[Path, int]:
+    """The PyFlink JVM's log files and their sizes now (what is appended later is this run's)."""
+    import pyflink
+
+    folder = Path(os.environ.get("FLINK_LOG_DIR") or Path(pyflink.__file__).parent / "log")
+    return {p: p.stat().st_size for p in folder.glob("*.log")} if folder.is_dir() else {}
+
+
+def barrier_log(before: dict[Path, int], limit: int = 80) -> list[str]:
+    """What the barrier handlers and checkpoint coordinators of the tasks logged since ``before``."""
+    lines = []
+    for path in sorted(log_files()):
+        with path.open(errors="replace") as fh:
+            fh.seek(before.get(path, 0))
+            lines += [ln.rstrip() for ln in fh if any(m in ln for m in BARRIER_LINES)]
+    return lines[:limit]
+
 
 def watch(rest: Rest, job_id: str, args: argparse.Namespace, started: float) -> Outcome:
     out = Outcome("UNDECIDED")
@@ -231,8 +287,10 @@ def watch(rest: Rest, job_id: str, args: argparse.Namespace, started: float) -> 
         time.sleep(1.0)
     try:
         out.checkpoints = rest.checkpoints(job_id)
+        if out.verdict != "FINISHED":
+            out.load = rest.load(job_id)
     except (OSError, KeyError, ValueError) as exc:
-        print(f"(checkpoint history not read: {exc})")
+        print(f"(checkpoint history or task load not read: {exc})")
     return out
 
 
@@ -250,6 +308,10 @@ def run(args: argparse.Namespace) -> int:
     mini = jvm.org.apache.flink.runtime.minicluster.MiniCluster(cfg)
     mini.start()
     rest, job_id = Rest(int(mini.getRestAddress().get().getPort())), None
+    logged = log_files()
+    if args.log_barriers:
+        for name in BARRIER_LOGGERS:
+            jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(name, jvm.org.apache.logging.log4j.Level.DEBUG)
     checkpoints = tempfile.mkdtemp(prefix="forced-aligned-stall-")
     try:
         config = Configuration()
@@ -266,8 +328,16 @@ def run(args: argparse.Namespace) -> int:
               f"tolerable-failed={args.tolerable_failed} restarts={args.restarts} "
               f"network={'default' if args.default_network else '4kb x (2 exclusive + 4 floating)'}", flush=True)
         out = watch(rest, job_id, args, started)
+        for vertex, producers in rest.gates(job_id).items():
+            print(f"inputs of {vertex}: " + ", ".join(f"gateIdx={i} from {p}" for i, p in enumerate(producers)))
         for row in out.checkpoints:
             print("checkpoint", json.dumps(row))
+        for name, ms in out.load.items():
+            print(f"task {name}: ms/s " + ", ".join(f"{k} {v:.0f}" for k, v in ms.items()))
+        if args.log_barriers:
+            print("barrier handling, as the tasks logged it:")
+            for line in barrier_log(logged):
+                print("  " + line)
         last = out.samples[-1] if out.samples else None
         summary = {"verdict": out.verdict, "mode": args.mode, "records_per_source": args.records,
                    "c_read": last.read.get("c", 0) if last else 0, "c_expected": 3 * args.records,
@@ -277,7 +347,7 @@ def run(args: argparse.Namespace) -> int:
         if args.json is not None:
             tmp = args.json.with_name(args.json.name + ".tmp")
             try:
-                tmp.write_text(json.dumps({**summary, "checkpoints": out.checkpoints,
+                tmp.write_text(json.dumps({**summary, "checkpoints": out.checkpoints, "load": out.load,
                                            "samples": [vars_of(s) for s in out.samples]}, indent=1))
                 os.replace(tmp, args.json)
             finally:
