@@ -58,8 +58,11 @@ class Outcome:
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mode", choices=("unaligned", "aligned"), default="unaligned",
-                   help="checkpointing mode (aligned is the control run)")
+    p.add_argument("--mode", choices=("unaligned", "aligned", "aligned_timeout"), default="unaligned",
+                   help="unaligned (the finding), aligned (the control run), or aligned_timeout: start aligned "
+                        "and go unaligned after --alignment-timeout-ms")
+    p.add_argument("--alignment-timeout-ms", type=int, default=2000,
+                   help="execution.checkpointing.aligned-checkpoint-timeout with --mode aligned_timeout")
     p.add_argument("--records", type=int, default=200_000, help="records per source (bounded sources)")
     p.add_argument("--delay-ms", type=float, default=1.0, help="sleep per record in c, to build backpressure")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
@@ -83,7 +86,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--max-seconds", type=float, default=240.0, help="give up (UNDECIDED) after this long")
     p.add_argument("--json", type=Path, help="also write the samples and verdict as JSON to this new file")
     args = p.parse_args(argv)
-    for name in ("records", "interval_ms", "checkpoint_timeout_ms", "channel_state_file_subtasks"):
+    for name in ("records", "interval_ms", "checkpoint_timeout_ms", "channel_state_file_subtasks", "alignment_timeout_ms"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be at least 1")
     if args.delay_ms < 0 or args.stall_seconds <= 0 or args.max_seconds <= 0 or args.restarts < 0:
@@ -122,8 +125,10 @@ def job_config(args: argparse.Namespace, port: int, checkpoint_dir: str) -> dict
         "python.pythonpath": os.pathsep.join(dict.fromkeys(p for p in sys.path if p and os.path.isdir(p))),
         "execution.checkpointing.interval": f"{args.interval_ms}ms",
         "execution.checkpointing.mode": "EXACTLY_ONCE",
-        "execution.checkpointing.unaligned.enabled": "true" if args.mode == "unaligned" else "false",
-        "execution.checkpointing.aligned-checkpoint-timeout": "0ms",  # unaligned from the start
+        "execution.checkpointing.unaligned.enabled": "false" if args.mode == "aligned" else "true",
+        # 0: unaligned from the start
+        "execution.checkpointing.aligned-checkpoint-timeout":
+            f"{args.alignment_timeout_ms if args.mode == 'aligned_timeout' else 0}ms",
         "execution.checkpointing.timeout": f"{args.checkpoint_timeout_ms}ms",
         "execution.checkpointing.tolerable-failed-checkpoints": str(args.tolerable_failed),
         "execution.checkpointing.unaligned.max-subtasks-per-channel-state-file": str(args.channel_state_file_subtasks),
@@ -323,7 +328,9 @@ def run(args: argparse.Namespace) -> int:
         build(env, args.records, args.delay_ms / 1000.0)
         started = time.monotonic()
         job_id = str(env.execute_async(f"forced-aligned-stall ({args.mode})").get_job_id())
-        print(f"job {job_id}: mode={args.mode} records={args.records}/source delay={args.delay_ms}ms "
+        print(f"job {job_id}: mode={args.mode}"
+              + (f" alignment-timeout={args.alignment_timeout_ms}ms" if args.mode == "aligned_timeout" else "")
+              + f" records={args.records}/source delay={args.delay_ms}ms "
               f"interval={args.interval_ms}ms checkpoint-timeout={args.checkpoint_timeout_ms}ms "
               f"tolerable-failed={args.tolerable_failed} restarts={args.restarts} "
               f"network={'default' if args.default_network else '4kb x (2 exclusive + 4 floating)'}", flush=True)
