@@ -63,6 +63,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "and go unaligned after --alignment-timeout-ms")
     p.add_argument("--alignment-timeout-ms", type=int, default=2000,
                    help="execution.checkpointing.aligned-checkpoint-timeout with --mode aligned_timeout")
+    p.add_argument("--into-c", choices=("rescale", "rebalance"), default="rescale",
+                   help="partitioner of both edges into c (rebalance: no pointwise edge, c checkpoints unaligned)")
     p.add_argument("--records", type=int, default=200_000, help="records per source (bounded sources)")
     p.add_argument("--delay-ms", type=float, default=1.0, help="sleep per record in c, to build backpressure")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
@@ -139,7 +141,7 @@ def job_config(args: argparse.Namespace, port: int, checkpoint_dir: str) -> dict
     }
 
 
-def build(env: Any, records: int, delay_s: float) -> None:
+def build(env: Any, records: int, delay_s: float, into_c: str = "rescale") -> None:
     """The triangle. Every operator is named after its vertex, so REST's vertex names start with it."""
     from pyflink.common import Types, WatermarkStrategy
     from pyflink.datastream.connectors.base import Sink
@@ -171,7 +173,7 @@ def build(env: Any, records: int, delay_s: float) -> None:
     s2 = env.from_source(NumberSequenceSource(0, records - 1), WatermarkStrategy.no_watermarks(), "s2").name("s2")
     a = s1.rescale().map(Identity(), output_type=long_).name("a")
     b = a.rebalance().connect(s2.rebalance()).map(Both(), output_type=long_).name("b")
-    c = b.rescale().union(a.rescale()).map(Slow(delay_s), output_type=long_).name("c")
+    c = getattr(b, into_c)().union(getattr(a, into_c)()).map(Slow(delay_s), output_type=long_).name("c")
     discard = get_gateway().jvm.org.apache.flink.streaming.api.functions.sink.v2.DiscardingSink()
     c.sink_to(Sink(discard)).name("c-discard")
 
@@ -325,20 +327,24 @@ def run(args: argparse.Namespace) -> int:
         # The Java constructor keeps execution.target (remote: our cluster); get_execution_environment would not.
         env = StreamExecutionEnvironment(jvm.org.apache.flink.streaming.api.environment.StreamExecutionEnvironment(
             config._j_configuration))
-        build(env, args.records, args.delay_ms / 1000.0)
+        build(env, args.records, args.delay_ms / 1000.0, args.into_c)
         started = time.monotonic()
         job_id = str(env.execute_async(f"forced-aligned-stall ({args.mode})").get_job_id())
         print(f"job {job_id}: mode={args.mode}"
               + (f" alignment-timeout={args.alignment_timeout_ms}ms" if args.mode == "aligned_timeout" else "")
-              + f" records={args.records}/source delay={args.delay_ms}ms "
+              + f" into-c={args.into_c} records={args.records}/source delay={args.delay_ms}ms "
               f"interval={args.interval_ms}ms checkpoint-timeout={args.checkpoint_timeout_ms}ms "
               f"tolerable-failed={args.tolerable_failed} restarts={args.restarts} "
               f"network={'default' if args.default_network else '4kb x (2 exclusive + 4 floating)'}", flush=True)
         out = watch(rest, job_id, args, started)
         for vertex, producers in rest.gates(job_id).items():
             print(f"inputs of {vertex}: " + ", ".join(f"gateIdx={i} from {p}" for i, p in enumerate(producers)))
+        done = [row["id"] for row in out.checkpoints if row["status"] == "COMPLETED"]
+        if done:
+            print(f"checkpoints completed: {len(done)} (ids {done[0]}..{done[-1]})")
         for row in out.checkpoints:
-            print("checkpoint", json.dumps(row))
+            if row["status"] != "COMPLETED":
+                print("checkpoint", json.dumps(row))
         for name, ms in out.load.items():
             print(f"task {name}: ms/s " + ", ".join(f"{k} {v:.0f}" for k, v in ms.items()))
         if args.log_barriers:
