@@ -65,7 +65,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
                    help="execution.checkpointing.aligned-checkpoint-timeout with --mode aligned_timeout")
     p.add_argument("--into-c", choices=("rescale", "rebalance"), default="rescale",
                    help="partitioner of both edges into c (rebalance: no pointwise edge, c checkpoints unaligned)")
-    p.add_argument("--records", type=int, default=200_000, help="records per source (bounded sources)")
+    p.add_argument("--records", type=int, default=20_000, help="records per source (bounded sources)")
     p.add_argument("--delay-ms", type=float, default=1.0, help="sleep per record in c, to build backpressure")
     p.add_argument("--interval-ms", type=int, default=1000, help="checkpoint interval")
     p.add_argument("--checkpoint-timeout-ms", type=int, default=20_000,
