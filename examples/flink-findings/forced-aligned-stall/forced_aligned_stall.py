@@ -63,6 +63,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
                         "and go unaligned after --alignment-timeout-ms")
     p.add_argument("--alignment-timeout-ms", type=int, default=2000,
                    help="execution.checkpointing.aligned-checkpoint-timeout with --mode aligned_timeout")
+    p.add_argument("--unaligned-forced", action="store_true",
+                   help="also set execution.checkpointing.unaligned.forced (it does not avoid the stall)")
     p.add_argument("--into-c", choices=("rescale", "rebalance"), default="rescale",
                    help="partitioner of both edges into c (rebalance: no pointwise edge, c checkpoints unaligned)")
     p.add_argument("--records", type=int, default=20_000, help="records per source (bounded sources)")
@@ -133,6 +135,7 @@ def job_config(args: argparse.Namespace, port: int, checkpoint_dir: str) -> dict
             f"{args.alignment_timeout_ms if args.mode == 'aligned_timeout' else 0}ms",
         "execution.checkpointing.timeout": f"{args.checkpoint_timeout_ms}ms",
         "execution.checkpointing.tolerable-failed-checkpoints": str(args.tolerable_failed),
+        "execution.checkpointing.unaligned.forced": "true" if args.unaligned_forced else "false",
         "execution.checkpointing.unaligned.max-subtasks-per-channel-state-file": str(args.channel_state_file_subtasks),
         "execution.checkpointing.dir": Path(checkpoint_dir).as_uri(),
         "restart-strategy.type": "fixed-delay" if args.restarts else "none",
