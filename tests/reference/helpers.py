@@ -33,3 +33,19 @@ def small_graph(records: int = 300) -> dict[str, Any]:
             "edges": [{"from": "src", "to": "map", "partitioner": "rebalance"},
                       {"from": "map", "to": "count", "partitioner": "hash"},
                       {"from": "count", "to": "sink", "partitioner": "rebalance"}]}
+
+
+def all_reached_but(*missing: tuple[str, str, str]) -> Any:
+    """An abstract coverage with every reachable cell reached once but ``missing`` (and the crowded
+    failover transition, else the crowd shape is wanted alone): what ``shapes.wanted`` sees late in a
+    campaign."""
+    from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
+    from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
+    from cutcheck.reference.fuzzing.timed import TIMED_FOR
+
+    reached = AbstractCoverage()
+    reached.hits[TIMED_FOR["crowded"]] += 1
+    for cell, why in ABSTRACT_UNIVERSE.items():
+        if why is None and cell not in missing:
+            reached.hits[cell] += 1
+    return reached

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, CELL_BY_NAME, cell_name
-from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER
 from cutcheck.reference.fuzzing.cancelling import (
     CANCEL,
     ENDS_ALIGNED,
@@ -17,8 +17,8 @@ from cutcheck.reference.fuzzing.cancelling import (
     ENDS_UNALIGNED_PERSISTING,
 )
 from cutcheck.reference.fuzzing.shapes import WARM_UP, wanted
-from cutcheck.reference.fuzzing.timed import TIMED_FOR
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_from_seed
+from tests.reference.helpers import all_reached_but
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 # Seed 28 of the aligned-timeout-expiry focus: an alignment times out into unaligned with channels blocked,
@@ -62,23 +62,14 @@ def test_the_aligned_timeout_focus_reaches_the_unaligned_blocked_cell_often() ->
     assert len(reached) >= 2, reached
 
 
-def _all_reached_but(*missing: tuple[str, str, str]) -> AbstractCoverage:
-    reached = AbstractCoverage()
-    reached.hits[TIMED_FOR["crowded"]] += 1  # else the crowd shape is wanted alone
-    for cell, why in ABSTRACT_UNIVERSE.items():
-        if why is None and cell not in missing:
-            reached.hits[cell] += 1
-    return reached
-
-
 def test_the_cancel_shape_is_wanted_while_the_unaligned_blocked_cell_is_unreached() -> None:
-    reached = _all_reached_but(ENDS_UNALIGNED_BLOCKED)
+    reached = all_reached_but(ENDS_UNALIGNED_BLOCKED)
     assert wanted(reached, [], WARM_UP - 1) == []
     assert wanted(reached, [], WARM_UP) == [("cancel", FOCI["aligned-timeout-expiry"])]
     reached.hits[ENDS_UNALIGNED_BLOCKED] += 1
     assert wanted(reached, [], WARM_UP) == []
     # The other two cells come with the cycle's expiry foci; they want no shape.
-    assert wanted(_all_reached_but(ENDS_ALIGNED, ENDS_UNALIGNED_PERSISTING), [], WARM_UP) == []
+    assert wanted(all_reached_but(ENDS_ALIGNED, ENDS_UNALIGNED_PERSISTING), [], WARM_UP) == []
 
 
 def test_the_aligned_timeout_focus_reaches_the_sender_side_timeout_cell() -> None:
@@ -93,7 +84,7 @@ def test_the_aligned_timeout_focus_reaches_the_sender_side_timeout_cell() -> Non
 
 
 def test_the_timeout_shape_is_wanted_while_the_sender_side_cell_is_unreached() -> None:
-    reached = _all_reached_but(TIMEOUT_AT_SENDER)
+    reached = all_reached_but(TIMEOUT_AT_SENDER)
     assert wanted(reached, [], WARM_UP) == [("timeout", FOCI["aligned-timeout"])]
     reached.hits[TIMEOUT_AT_SENDER] += 1
     assert wanted(reached, [], WARM_UP) == []

@@ -11,14 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, CELL_BY_NAME, cell_name
-from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.finishing import UNALIGNED_ENDED, WHILE_COLLECTING
 from cutcheck.reference.fuzzing.generate import scenario_dict
 from cutcheck.reference.fuzzing.guided import RecordingDraw, maybe_bursts
 from cutcheck.reference.fuzzing.shapes import BURSTING, RETRIGGER, WARM_UP, wanted
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
-from cutcheck.reference.fuzzing.timed import TIMED_FOR
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+from tests.reference.helpers import all_reached_but
 
 REGRESSIONS = Path(__file__).resolve().parent / "regressions"
 # Seed 5 of the retrigger shape, its savepoints cut to the one that matters: three sources feed three
@@ -84,22 +83,13 @@ def test_seed_242_reaches_the_unaligned_cell_and_not_the_collecting_one() -> Non
     assert not v.abstract.hits[WHILE_COLLECTING]
 
 
-def _all_reached_but(*missing: tuple[str, str, str]) -> AbstractCoverage:
-    reached = AbstractCoverage()
-    reached.hits[TIMED_FOR["crowded"]] += 1  # else the crowd shape is wanted alone
-    for cell, why in ABSTRACT_UNIVERSE.items():
-        if why is None and cell not in missing:
-            reached.hits[cell] += 1
-    return reached
-
-
 def test_the_retrigger_shape_is_wanted_while_the_collecting_cell_is_unreached() -> None:
-    reached = _all_reached_but(WHILE_COLLECTING, UNALIGNED_ENDED)
+    reached = all_reached_but(WHILE_COLLECTING, UNALIGNED_ENDED)
     assert wanted(reached, [], WARM_UP - 1) == []
     assert wanted(reached, [], WARM_UP) == [("retrigger", RETRIGGER)]
     reached.hits[WHILE_COLLECTING] += 1
     assert wanted(reached, [], WARM_UP) == []  # the unaligned cell has no shape: the cycle reaches it
-    assert wanted(_all_reached_but(UNALIGNED_ENDED), [], WARM_UP) == []
+    assert wanted(all_reached_but(UNALIGNED_ENDED), [], WARM_UP) == []
 
 
 def test_the_retrigger_shape_draws_at_least_once_jobs_without_failures_and_takes_savepoint_bursts() -> None:
