@@ -120,7 +120,6 @@ def _universe() -> dict[Cell, str | None]:
     for moment in CANCEL:
         cells["cancel", moment, ""] = None
     cells["timeout", "at-sender", ""] = None
-    cells["timeout", "overtaken-crossed", ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -152,8 +151,7 @@ def cell_name(cell: Cell) -> str:
     if family == "cancel":
         return f"cancel marker {what}"
     if family == "timeout":
-        return {"at-sender": "alignment timeout converts a barrier at-sender",
-                "overtaken-crossed": "buffers a converted barrier overtook cross before the receiver handles it"}[what]
+        return f"alignment timeout converts a barrier {what}"
     return f"pair {what} + {how}"
 
 

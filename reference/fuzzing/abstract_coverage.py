@@ -27,9 +27,7 @@ states such bugs live in, per channel and per checkpoint:
   re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
 * ``timeout`` (``at-sender``, ""): a timeoutable barrier queued behind buffers at its sender that the
   alignment timeout turned into a priority barrier there (the sender side of the timeout, FLINK-27251:
-  the buffers it overtakes become output state, and its cut must move back to what crossed), and
-  (``overtaken-crossed``) those buffers crossing into the receiver's channel while the converted barrier
-  still waits among its priority events (the receiver's snapshot must leave them out);
+  the buffers it overtakes become output state, and its cut must move back to what crossed);
 * ``cancel`` (moment, ""): a cancel marker ending a collection that holds blocked channels, aligned
   (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
   whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
@@ -75,7 +73,6 @@ from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
 TIMEOUT_AT_SENDER: Cell = ("timeout", "at-sender", "")
-TIMEOUT_CROSSED: Cell = ("timeout", "overtaken-crossed", "")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 # A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
 # where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
@@ -139,7 +136,7 @@ class AbstractObserver:
     """
 
     __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish",
-                 "_cancel", "_timeoutable", "_converted")
+                 "_cancel", "_timeoutable")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -153,10 +150,7 @@ class AbstractObserver:
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
         self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
         self._cancel = CancelWatch()  # a cancel marker ending a collection
-        # id -> (a timeoutable barrier seen queued behind buffers at a sender, its cut then)
-        self._timeoutable: dict[int, tuple[Any, int]] = {}
-        # id -> (a barrier converted at its sender, what had crossed then, its cut before): ``TIMEOUT_CROSSED``
-        self._converted: dict[int, tuple[Any, int, int]] = {}
+        self._timeoutable: dict[int, Any] = {}  # id -> timeoutable barriers seen queued behind buffers at a sender
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -244,22 +238,8 @@ class AbstractObserver:
                         if b.cp < newest and b.cp not in pending:
                             hits["stale", "at-receiver", ""] += 1
                             break
-                    if self._converted:
-                        self._overtaken_crossed(ch, hits)
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
-
-    def _overtaken_crossed(self, ch: Any, hits: Counter[Cell]) -> None:
-        """``timeout overtaken-crossed``: a barrier the timeout converted at its sender still waits among
-        the receiver's priority events while buffers it overtook have crossed into the channel, so the
-        receiver's snapshot must leave them to the sender's output state (in every run of the
-        aligned-timeout focus where a fault in the conversion's cut showed, 6 of 6; in 4 of the 10
-        conversions where it did not)."""
-        for b in ch.priority:
-            seen = self._converted.get(id(b))
-            if seen is not None and any(x.__class__ is Buf and seen[1] <= x.seq0 < seen[2] for x in ch.queue):
-                hits[TIMEOUT_CROSSED] += 1
-                return
 
     def _wants_moment(self, kind: str, step: int) -> bool:
         steps = self.coverage.moments.get(kind, ())
@@ -308,11 +288,8 @@ class AbstractObserver:
         newest = max(pending)
         waiting = self._timeoutable
         if len(waiting) > MOMENTS:  # barriers of ended checkpoints are never converted
-            for key in [k for k, (b, _) in waiting.items() if b.cp not in pending]:
+            for key in [k for k, b in waiting.items() if b.cp not in pending]:
                 del waiting[key]
-        if len(self._converted) > MOMENTS:
-            for key in [k for k, c in self._converted.items() if c[0].cp not in pending]:
-                del self._converted[key]
         for sp in engine.subpartitions:
             q = sp.queue
             if not q or (len(q) == 1 and q[0].__class__ is not Barrier):
@@ -325,13 +302,11 @@ class AbstractObserver:
                     hits["overtake", "priority", count_class(behind)] += 1
                     if behind and id(item) in waiting:  # queued aligned behind buffers at the last look
                         hits[TIMEOUT_AT_SENDER] += 1
-                        if id(item) not in self._converted:  # what it overtook: from what crossed to its old cut
-                            self._converted[id(item)] = (item, sp.transmitted, waiting[id(item)][1])
                 else:
                     ahead = sum(1 for x in list(q)[:pos] if x.__class__ is Buf)
                     hits["overtake", "aligned", count_class(ahead)] += 1
                     if ahead and item.options is BarrierOption.TIMEOUTABLE:
-                        waiting[id(item)] = (item, item.cut)  # kept alive: its id names no other barrier meanwhile
+                        waiting[id(item)] = item  # kept alive: its id names no other barrier meanwhile
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
                 break

@@ -29,13 +29,11 @@ examples (timed replays wait as long):
 * ``cancel``: a cancel marker ending an unaligned collection that holds channels blocked before its
   alignment timeout switched it (``cancelling``): the aligned-timeout-expiry focus (alignment
   timeouts, expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
-* ``timeout``: the buffers a barrier converted at its sender by the alignment timeout overtook crossing
-  to the receiver before it handles that barrier (``timeout overtaken-crossed``): the aligned-timeout
-  focus. 16 of its seeds 0-299 convert such a barrier (the aligned-timeout-expiry focus as often, 12
-  of 150, but its checkpoints expire after the conversion, and a fault in the conversion's cut showed
-  in none of those 12 runs); 10 of the 16 reach the cell, and the fault showed in 6 of those 10 and
-  in none of the other 6. Wanted once ``WARM_UP`` examples ran without the cell: wanted until the
-  conversion alone, it ran 4 examples in a 60 s campaign that missed the fault.
+* ``timeout``: the alignment timeout converting a barrier queued behind buffers at its sender
+  (``timeout at-sender``): the aligned-timeout focus (16 of its seeds 0-299 reach the cell; the
+  aligned-timeout-expiry focus reaches it as often, 12 of 150, but its checkpoints expire after the
+  conversion, and a fault in the conversion's cut showed in none of those 12 runs, in 6 of the 16).
+  Wanted once ``WARM_UP`` examples ran without the cell.
 """
 
 from __future__ import annotations
@@ -44,7 +42,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
-from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_CROSSED, AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
 from cutcheck.reference.fuzzing.finishing import WHILE_COLLECTING
 from cutcheck.reference.fuzzing.swarm import Feature
@@ -113,6 +111,6 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
         out.append(("retrigger", dict(RETRIGGER)))
     if not reached.hits[ENDS_UNALIGNED_BLOCKED]:
         out.append(("cancel", dict(FOCI["aligned-timeout-expiry"])))
-    if not reached.hits[TIMEOUT_CROSSED]:
+    if not reached.hits[TIMEOUT_AT_SENDER]:
         out.append(("timeout", dict(FOCI["aligned-timeout"])))
     return out
