@@ -120,6 +120,7 @@ def _universe() -> dict[Cell, str | None]:
     for moment in CANCEL:
         cells["cancel", moment, ""] = None
     cells["timeout", "at-sender", ""] = None
+    cells["timeout", "overtaken-at-snapshot", ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -151,7 +152,8 @@ def cell_name(cell: Cell) -> str:
     if family == "cancel":
         return f"cancel marker {what}"
     if family == "timeout":
-        return f"alignment timeout converts a barrier {what}"
+        return {"at-sender": "alignment timeout converts a barrier at-sender",
+                "overtaken-at-snapshot": "receiver snapshots with buffers a converted barrier overtook queued"}[what]
     return f"pair {what} + {how}"
 
 

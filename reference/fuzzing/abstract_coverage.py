@@ -27,7 +27,10 @@ states such bugs live in, per channel and per checkpoint:
   re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
 * ``timeout`` (``at-sender``, ""): a timeoutable barrier queued behind buffers at its sender that the
   alignment timeout turned into a priority barrier there (the sender side of the timeout, FLINK-27251:
-  the buffers it overtakes become output state, and its cut must move back to what crossed);
+  the buffers it overtakes become output state, and its cut must move back to what crossed), and
+  (``overtaken-at-snapshot``) the receiver taking its unaligned snapshot while buffers that barrier
+  overtook wait in its channel: the one moment a wrong cut of the conversion shows in, since the
+  receiver captures what lies below the cut (``reference.checkpointing.snapshots.capture_input``);
 * ``cancel`` (moment, ""): a cancel marker ending a collection that holds blocked channels, aligned
   (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
   whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
@@ -56,6 +59,7 @@ from cutcheck.reference.events.stream import (
     CheckpointCompleted,
     HandlerDispatched,
     RestoreTried,
+    SnapshotTaken,
     StepTaken,
 )
 from cutcheck.reference.fuzzing.abstract_cells import (
@@ -73,6 +77,7 @@ from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
 TIMEOUT_AT_SENDER: Cell = ("timeout", "at-sender", "")
+TIMEOUT_AT_SNAPSHOT: Cell = ("timeout", "overtaken-at-snapshot", "")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 # A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
 # where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
@@ -136,7 +141,7 @@ class AbstractObserver:
     """
 
     __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish",
-                 "_cancel", "_timeoutable")
+                 "_cancel", "_timeoutable", "_converted")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -150,7 +155,10 @@ class AbstractObserver:
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
         self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
         self._cancel = CancelWatch()  # a cancel marker ending a collection
-        self._timeoutable: dict[int, Any] = {}  # id -> timeoutable barriers seen queued behind buffers at a sender
+        # id -> (a timeoutable barrier seen queued behind buffers at a sender, its cut then)
+        self._timeoutable: dict[int, tuple[Any, int]] = {}
+        # id -> (a barrier converted at its sender, its channel, what had crossed then, its cut before)
+        self._converted: dict[int, tuple[Any, Any, int, int]] = {}
 
     def attach(self, engine: Any) -> None:
         """Look at ``engine`` after each of its steps (``simulate``'s ``watch``; a resubmitted scenario
@@ -181,6 +189,7 @@ class AbstractObserver:
         engine.bus.subscribe(RestoreTried, restored)
         engine.bus.subscribe(HandlerDispatched, lambda e: self._finish.dispatched(e.sid, e.state, e.event))
         engine.bus.subscribe(HandlerDispatched, lambda e: self._cancel.dispatched(engine, e.sid, e.state, e.event))
+        engine.bus.subscribe(SnapshotTaken, lambda e: self._snapshot_after_conversion(engine, e))
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
@@ -241,6 +250,23 @@ class AbstractObserver:
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
 
+    def _snapshot_after_conversion(self, engine: Any, e: SnapshotTaken) -> None:
+        """``timeout overtaken-at-snapshot``: a task takes its unaligned snapshot of ``e.cp`` (before it
+        captures its channels) while a barrier of ``e.cp`` that the timeout converted at its sender has
+        arrived on one of them and buffers it overtook wait there. Only then does the conversion's cut
+        decide what the snapshot captures: a barrier that arrived with nothing it overtook behind it, or
+        a snapshot taken before it arrived (the channel then persists up to the barrier), never reads it.
+        On the aligned-timeout focus's seeds 0-1499, the 27 runs with this moment in a checkpoint that
+        completed are the runs where a conversion that keeps its old cut broke CUT."""
+        if not e.unaligned or not self._converted:
+            return
+        task = engine.tasks.get(e.sid)
+        for barrier, ch, crossed, cut in self._converted.values():
+            if (barrier.cp == e.cp and ch.task is task and ch.barrier_arrived == e.cp
+                    and any(x.__class__ is Buf and crossed <= x.seq0 < cut for x in ch.queue)):
+                self.coverage.hits[TIMEOUT_AT_SNAPSHOT] += 1
+                return
+
     def _wants_moment(self, kind: str, step: int) -> bool:
         steps = self.coverage.moments.get(kind, ())
         return len(steps) < MOMENTS and (not steps or steps[-1][0] != step)
@@ -288,8 +314,11 @@ class AbstractObserver:
         newest = max(pending)
         waiting = self._timeoutable
         if len(waiting) > MOMENTS:  # barriers of ended checkpoints are never converted
-            for key in [k for k, b in waiting.items() if b.cp not in pending]:
+            for key in [k for k, (b, _) in waiting.items() if b.cp not in pending]:
                 del waiting[key]
+        if len(self._converted) > MOMENTS:
+            for key in [k for k, c in self._converted.items() if c[0].cp not in pending]:
+                del self._converted[key]
         for sp in engine.subpartitions:
             q = sp.queue
             if not q or (len(q) == 1 and q[0].__class__ is not Barrier):
@@ -302,11 +331,13 @@ class AbstractObserver:
                     hits["overtake", "priority", count_class(behind)] += 1
                     if behind and id(item) in waiting:  # queued aligned behind buffers at the last look
                         hits[TIMEOUT_AT_SENDER] += 1
+                        if id(item) not in self._converted:  # what it overtook: from what crossed to its old cut
+                            self._converted[id(item)] = (item, sp.channel, sp.transmitted, waiting[id(item)][1])
                 else:
                     ahead = sum(1 for x in list(q)[:pos] if x.__class__ is Buf)
                     hits["overtake", "aligned", count_class(ahead)] += 1
                     if ahead and item.options is BarrierOption.TIMEOUTABLE:
-                        waiting[id(item)] = item  # kept alive: its id names no other barrier meanwhile
+                        waiting[id(item)] = (item, item.cut)  # kept alive: its id names no other barrier meanwhile
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
                 break

@@ -65,7 +65,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
                   keyed_pressure: bool = False, handover: bool = False, on: Collection[Feature] = (),
                   off: Collection[Feature] = (),
                   interleave: bool = False, held_barriers: bool = False,
-                  graph_shape: dict[str, Any] | None = None) -> dict[str, Any]:
+                  graph_shape: dict[str, Any] | None = None, conversion: bool = False) -> dict[str, Any]:
     """A scenario over a generated graph, with the features of a freshly drawn swarm mask.
 
     ``rescale``: False never rescales, True leaves it to the mask, "always" makes at least one
@@ -84,6 +84,9 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     after everything else, so the rest of the scenario is the one the same draws give without it;
     ``held_barriers`` makes every such scenario hold barriers (the expiry-unaligned focus).
     ``graph_shape``: further arguments of ``generate_graph.graph_dict`` (a side pipeline, features to show).
+    ``conversion``: what a sender-side alignment-timeout conversion needs (``shapes.TIMEOUT_CONVERSION``):
+    buffers of one or two records, so that senders queue several, and with ``aligned_timeout`` an
+    alignment timeout of at least one step (never the 0 that makes every barrier unaligned at once).
     """
     force_on, force_off = set(on), set(off)
     if rescale is False:
@@ -117,7 +120,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     channels, subtasks = len(execution.channels), len(execution.subtasks)
     ids = [v["id"] for v in graph["vertices"]]
 
-    network: dict[str, Any] = {"buffer_bytes": RECORD_BYTES * d.integer(1, 8), "record_bytes": RECORD_BYTES,
+    network: dict[str, Any] = {"buffer_bytes": RECORD_BYTES * d.integer(1, 2 if conversion else 8), "record_bytes": RECORD_BYTES,
                                "exclusive": d.integer(1, 3), "floating": d.integer(1, 4)}
     if Feature.OUTPUT_POOL in mask:
         # Flink's minimum for a pipelined result partition is one buffer per subpartition plus one.
@@ -135,7 +138,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
     debloat = _debloat(d, network["buffer_bytes"]) if Feature.DEBLOAT in mask else None
 
     work = _work(graph, network, schedule, debloat)
-    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint,
+    ck, tolerant = _checkpointing(d, mask, choice(d, modes), channels, schedule, work, early=after_checkpoint, conversion=conversion,
                                   direct=subtasks)
     # ``work`` is a budget's estimate, mostly about 8 times the steps a clean run takes: failures and
     # savepoints drawn over all of it mostly came after the job had finished (over 160 seeds of the
@@ -178,7 +181,7 @@ def scenario_dict(d: Draw, *, mutants: Sequence[str] = (), modes: Sequence[str] 
 
 def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
                    schedule: dict[str, Any], work: int, *, early: bool = False,
-                   direct: int = 0) -> tuple[dict[str, Any], bool]:
+                   direct: int = 0, conversion: bool = False) -> tuple[dict[str, Any], bool]:
     """The checkpoint section, and whether it tolerates failed checkpoints. ``early``: checkpoints
     come often enough that one completes while a small job's records still flow. ``direct``: the
     job's subtasks, each triggered directly once its inputs have finished (docs/flink-facts.md 4.8)."""
@@ -197,7 +200,7 @@ def _checkpointing(d: Draw, mask: Collection[Feature], mode: str, channels: int,
     transit = max(2, channels) * (1 if schedule.get("slow") is None else max(1, schedule["slowdown"] // 4))
     if mode == "aligned_timeout":
         # Before the typical alignment (mostly unaligned), during it, or after it (mostly aligned).
-        band = d.integer(0, 3)
+        band = d.integer(1 if conversion else 0, 3)
         ck["timeout"] = (0, d.integer(1, transit), d.integer(transit, 4 * transit),
                          d.integer(4 * transit, 4 * transit + interval))[band]
     if mode == "aligned" and Feature.CONCURRENT in mask:

@@ -30,10 +30,9 @@ examples (timed replays wait as long):
   alignment timeout switched it (``cancelling``): the aligned-timeout-expiry focus (alignment
   timeouts, expiry with held barriers, failures). Wanted once ``WARM_UP`` examples ran without the cell.
 * ``timeout``: the alignment timeout converting a barrier queued behind buffers at its sender
-  (``timeout at-sender``): the aligned-timeout focus (16 of its seeds 0-299 reach the cell; the
-  aligned-timeout-expiry focus reaches it as often, 12 of 150, but its checkpoints expire after the
-  conversion, and a fault in the conversion's cut showed in none of those 12 runs, in 6 of the 16).
-  Wanted once ``WARM_UP`` examples ran without the cell.
+  (``timeout at-sender``), then the receiver's unaligned snapshot finding buffers that barrier overtook
+  in its channel (``timeout overtaken-at-snapshot``, the moment a wrong cut of the conversion shows
+  in): ``TIMEOUT_CONVERSION``. Wanted once ``WARM_UP`` examples ran without the second cell.
 """
 
 from __future__ import annotations
@@ -42,7 +41,7 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
-from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SNAPSHOT, AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
 from cutcheck.reference.fuzzing.finishing import WHILE_COLLECTING
 from cutcheck.reference.fuzzing.swarm import Feature
@@ -71,6 +70,16 @@ CROWD: dict[str, Any] = {"modes": ("unaligned",), "on": (Feature.SAVEPOINT,),
 RETRIGGER: dict[str, Any] = {"modes": ("at_least_once",), "on": (Feature.SAVEPOINT, Feature.EXPIRY),
                              "off": (Feature.FAILURE, Feature.BACKPRESSURE), "after_checkpoint": True, "batch": False,
                              "rescale": False, "storage": False, "max_records": 20, "max_parallelism": 3}
+# What a sender-side timeout conversion and the snapshot after it need (``generate.scenario_dict``'s
+# ``conversion``: buffers of one or two records, so that a sender queues several behind its barrier, and
+# an alignment timeout that fires while barriers are in flight, never at 0), no slow vertex (its
+# slowdown stretches the timeouts drawn past the moment the queues build), and records enough to keep
+# them queued. Measured on clean code over seeds 0-499: 82 reach ``timeout overtaken-at-snapshot``
+# (176 the conversion); the aligned-timeout focus 7 of 300 (16 the conversion). The failures stay: a
+# restore of the converted barrier's output state is part of what the class needs.
+TIMEOUT_CONVERSION: dict[str, Any] = {"modes": ("aligned_timeout",), "on": (Feature.FAILURE,),
+                                      "off": (Feature.BACKPRESSURE,), "max_records": 100, "max_parallelism": 3,
+                                      "conversion": True}
 BURSTING = ("crowd", "retrigger")  # the shapes whose every scenario takes savepoint bursts
 # The feature that brings an edge of each partitioner whose channel state a restore can install
 # (rebalance: every graph has one; hash: keyed vertices).
@@ -92,8 +101,9 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
     none before ``examples`` reached ``WARM_UP``: the crowd shape alone while the failover transition is
     unreached and no entry of ``corpus`` marked a moment for it (its replays take over; it is the
     rarest), else one per partitioner of an unreached restore cell, one for the stale cells, one for
-    the handover cells, one for the re-trigger while a handler collects and one for a cancel marker
-    ending an unaligned collection that holds blocked channels."""
+    the handover cells, one for the re-trigger while a handler collects, one for a cancel marker
+    ending an unaligned collection that holds blocked channels and one for a receiver's snapshot after
+    a sender-side timeout conversion."""
     out: list[tuple[str, dict[str, Any]]] = []
     if examples < WARM_UP:
         return out
@@ -111,6 +121,6 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
         out.append(("retrigger", dict(RETRIGGER)))
     if not reached.hits[ENDS_UNALIGNED_BLOCKED]:
         out.append(("cancel", dict(FOCI["aligned-timeout-expiry"])))
-    if not reached.hits[TIMEOUT_AT_SENDER]:
-        out.append(("timeout", dict(FOCI["aligned-timeout"])))
+    if not reached.hits[TIMEOUT_AT_SNAPSHOT]:  # reached only after a conversion: the sender's cell too
+        out.append(("timeout", dict(TIMEOUT_CONVERSION)))
     return out
