@@ -184,10 +184,11 @@ def simulate(
     """Run a scenario on the reference engine, write its recovery logs, and check every invariant.
 
     A restore Flink would refuse (rescaling in-flight data of a pointwise, broadcast or custom edge)
-    ends the run with exit 2 and the reason."""
+    ends the run with exit 2 and the reason; a job that stalls on a barrier alignment, as Flink's
+    protocol does, exits 1."""
     from cutcheck.reference import Scenario
     from cutcheck.reference import simulate as run
-    from cutcheck.reference.judge import judge
+    from cutcheck.reference.judge import Outcome, judge
 
     check_output_file(json_path, option="--json")  # every output is checked before any work
     if out_dir is not None:
@@ -217,11 +218,14 @@ def simulate(
     _print_run(result, verdict)
     _print_trace(result, verdict)
     out.print(verdict.describe(), markup=False, highlight=False, soft_wrap=True)
-    if not verdict.ok:
+    # A stall is no bug of the engine (campaigns count it apart), but it is this job's: it never ends,
+    # as it would not in Flink. A user who asked about their own job gets exit 1 and the replay.
+    stalled = verdict.outcome is Outcome.ALIGNMENT_STALL
+    if not verdict.ok or stalled:
         out.print(f"replay: {result.replay}", highlight=False, markup=False)
     write_json(json_path, result.summary() | {"verdict": verdict.to_json()})
     if verdict.ok and strict and not result.all_fired:
         missed = [d["what"] for d in result.never_fired["failures"] + result.never_fired["rescales"]]
         raise CutcheckError(f"--strict: {'; '.join(missed)} never fired (the run ended at step {result.steps}); "
                             "schedule it earlier or raise max_steps.")
-    raise typer.Exit(0 if verdict.ok else 1)
+    raise typer.Exit(0 if verdict.ok and not stalled else 1)

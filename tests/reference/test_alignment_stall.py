@@ -84,3 +84,16 @@ def test_a_slow_receiver_is_no_stall() -> None:
     raw = json.loads((REGRESSIONS / "starved-storage-seed-75.json").read_text())
     v = run_scenario(raw)
     assert v.judgement.outcome is Outcome.HOLDS, v.violations
+
+
+def test_simulate_exits_1_on_a_stalled_job_with_its_cycle_and_replay(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+
+    stalled = tmp_path / "stalled.json"
+    stalled.write_text(json.dumps(_triangle()))
+    r = CliRunner().invoke(app, ["simulate", str(stalled)])
+    assert r.exit_code == 1, r.output
+    assert "alignment stall: c[0] aligns" in r.output
+    assert f"replay: cutcheck simulate {stalled} --seed 1" in r.output
