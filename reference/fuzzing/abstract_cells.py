@@ -22,8 +22,8 @@ STALE = {
     "at-sender": "a barrier of an expired or aborted checkpoint still queued at its sender while a newer one is pending",
     "at-receiver": "a stale priority barrier among a receiver's priority events while a newer checkpoint is pending",
     "meets-persisting": "a stale barrier reaching a channel that persists the newer checkpoint (FLINK-21104's order)",
-    "records-behind": ("records crossing a channel after a stale barrier passed it, while the channel persists the "
-                       "newer checkpoint (the records FLINK-21104 lost)"),
+    "records-behind": ("records crossing a channel after its handler handled a stale barrier there, while the channel "
+                       "persists the newer checkpoint, which then completes (the records FLINK-21104 lost)"),
     "persisting-aborted": ("a channel still persisting for a checkpoint the coordinator aborted (its task was only "
                            "told; the channel-state writer discards what it persists, FLINK-17869's situation)"),
 }

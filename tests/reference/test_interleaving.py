@@ -150,6 +150,32 @@ def test_the_flink_21104_cells_name_the_interleaving_the_fault_breaks() -> None:
     assert quiet.coverage.hits[STALE] == quiet.coverage.hits[BEHIND] == 0
 
 
+def test_records_behind_is_the_moment_a_stale_barrier_that_ends_the_persisting_breaks_cut(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """``records-behind`` counts records crossing after the receiver's handler handled the stale barrier,
+    in a checkpoint that then completes. A handler that ends the persisting there (FLINK-21104's class,
+    planted below) breaks CUT in exactly those runs; the catalogue's fault, which ends it as the stale
+    barrier arrives, in those and a few more (records that crossed between arrival and handling)."""
+    from cutcheck.reference.checkpointing import barriers
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario
+
+    sdicts = [scenario_from_seed(seed, **FOCI["expiry-unaligned"]) for seed in range(60)]
+    reached = [seed for seed, sdict in enumerate(sdicts) if run_scenario(sdict).abstract.hits[BEHIND]]
+    at_arrival = [seed for seed, sdict in enumerate(sdicts)
+                  if not run_scenario(sdict | {"mutants": ["obsolete-barrier-ends-persisting"]}).ok]
+    on_barrier = barriers.CollectingBarriersUnaligned.on_barrier
+
+    def handler_ends_persisting(self: Any, task: Any, ch: Any, b: Any) -> Any:
+        if b.cp < self.cp:
+            ch.persisting = None
+        return on_barrier(self, task, ch, b)
+
+    monkeypatch.setattr(barriers.CollectingBarriersUnaligned, "on_barrier", handler_ends_persisting)
+    at_handling = [seed for seed, sdict in enumerate(sdicts) if not run_scenario(sdict).ok]
+    assert reached == at_handling == [43, 59]
+    assert set(reached) < set(at_arrival)
+
+
 def test_every_unreachable_cell_says_why_and_reports_count_reached_and_missed() -> None:
     assert all(why is None or len(why) > 20 for why in ABSTRACT_UNIVERSE.values())
     cov = AbstractCoverage()
