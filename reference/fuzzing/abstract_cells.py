@@ -8,6 +8,7 @@ from itertools import combinations
 
 from cutcheck.model.partitioning import PARTITIONERS
 from cutcheck.reference.fuzzing.cancelling import CANCEL
+from cutcheck.reference.fuzzing.converting import TIMEOUT
 from cutcheck.reference.fuzzing.finishing import FINISH
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature
 
@@ -119,8 +120,8 @@ def _universe() -> dict[Cell, str | None]:
         cells["finish", moment, ""] = None
     for moment in CANCEL:
         cells["cancel", moment, ""] = None
-    cells["timeout", "at-sender", ""] = None
-    cells["timeout", "overtaken-at-snapshot", ""] = None
+    for moment in TIMEOUT:
+        cells["timeout", moment, ""] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -152,8 +153,7 @@ def cell_name(cell: Cell) -> str:
     if family == "cancel":
         return f"cancel marker {what}"
     if family == "timeout":
-        return {"at-sender": "alignment timeout converts a barrier at-sender",
-                "overtaken-at-snapshot": "receiver snapshots with buffers a converted barrier overtook queued"}[what]
+        return TIMEOUT[what]
     return f"pair {what} + {how}"
 
 

@@ -26,12 +26,9 @@ states such bugs live in, per channel and per checkpoint:
   only a direct trigger brings it, as its handler collects one (``retrigger-while-collecting``) or as
   that end of partition ends an unaligned collection (``eop-ends-unaligned``): the moments of the
   re-trigger rule FLINK-21081's class needs (``reference.fuzzing.finishing``);
-* ``timeout`` (``at-sender``, ""): a timeoutable barrier queued behind buffers at its sender that the
-  alignment timeout turned into a priority barrier there (the sender side of the timeout, FLINK-27251:
-  the buffers it overtakes become output state, and its cut must move back to what crossed), and
-  (``overtaken-at-snapshot``) the receiver taking its unaligned snapshot while buffers that barrier
-  overtook wait in its channel: the one moment a wrong cut of the conversion shows in, since the
-  receiver captures what lies below the cut (``reference.checkpointing.snapshots.capture_input``);
+* ``timeout`` (moment, ""): the alignment timeout converting a barrier queued behind buffers at its
+  sender (``at-sender``), and the receiver's unaligned snapshot while buffers it overtook wait in its
+  channel (``overtaken-at-snapshot``): what a fault in the conversion's cut needs (``converting``);
 * ``cancel`` (moment, ""): a cancel marker ending a collection that holds blocked channels, aligned
   (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
   whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
@@ -52,7 +49,6 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from cutcheck.model.kinds import BarrierOption
 from cutcheck.model.regions import failover_set, pipelined_regions
 from cutcheck.reference.events.stream import (
     AcknowledgementArrived,
@@ -72,13 +68,12 @@ from cutcheck.reference.fuzzing.abstract_cells import (
     count_class,
 )
 from cutcheck.reference.fuzzing.cancelling import CancelWatch
+from cutcheck.reference.fuzzing.converting import ConversionWatch
 from cutcheck.reference.fuzzing.finishing import FinishWatch
 from cutcheck.reference.fuzzing.handover import HandoverWatch
 from cutcheck.reference.fuzzing.swarm import Feature, features_of
 from cutcheck.reference.runtime.network import Barrier, Buf
 
-TIMEOUT_AT_SENDER: Cell = ("timeout", "at-sender", "")
-TIMEOUT_AT_SNAPSHOT: Cell = ("timeout", "overtaken-at-snapshot", "")
 MOMENTS = 16  # steps of each kind a run keeps (``AbstractCoverage.moments``)
 # A channel starting or ending its persisting with one checkpoint pending: the moments (``AbstractCoverage.moments``)
 # where one more checkpoint triggered in the same step gives ``idle/1 -> persisting/2+`` or ``persisting/1 -> idle/2+``.
@@ -142,7 +137,7 @@ class AbstractObserver:
     """
 
     __slots__ = ("coverage", "_last", "_restores", "_passed", "_busy", "_was_pending", "_regions", "_handover", "_finish",
-                 "_cancel", "_timeoutable", "_converted", "_behind")
+                 "_cancel", "_conversion", "_behind")
 
     def __init__(self, coverage: AbstractCoverage | None = None):
         self.coverage = coverage if coverage is not None else AbstractCoverage()
@@ -157,10 +152,7 @@ class AbstractObserver:
         self._handover = HandoverWatch()  # armed by a restore that put channel state on a keyed gate
         self._finish = FinishWatch()  # a task's last producer finishing while checkpoints are pending
         self._cancel = CancelWatch()  # a cancel marker ending a collection
-        # id -> (a timeoutable barrier seen queued behind buffers at a sender, its cut then)
-        self._timeoutable: dict[int, tuple[Any, int]] = {}
-        # id -> (a barrier converted at its sender, its channel, what had crossed then, its cut before)
-        self._converted: dict[int, tuple[Any, Any, int, int]] = {}
+        self._conversion = ConversionWatch()  # the alignment timeout converting a barrier at its sender
         self._behind: set[int] = set()  # checkpoints records crossed behind a handled stale barrier for
 
     def attach(self, engine: Any) -> None:
@@ -195,7 +187,8 @@ class AbstractObserver:
         engine.bus.subscribe(HandlerDispatched, lambda e: self._finish.dispatched(e.sid, e.state, e.event))
         engine.bus.subscribe(HandlerDispatched, lambda e: self._cancel.dispatched(engine, e.sid, e.state, e.event))
         engine.bus.subscribe(HandlerDispatched, lambda e: self._stale_handled(engine, e))
-        engine.bus.subscribe(SnapshotTaken, lambda e: self._snapshot_after_conversion(engine, e))
+        engine.bus.subscribe(SnapshotTaken, lambda e: self._conversion.snapshot(hits, engine.tasks.get(e.sid), e.cp,
+                                                                            e.unaligned))
 
     def observe(self, engine: Any) -> None:
         hits = self.coverage.hits
@@ -255,23 +248,6 @@ class AbstractObserver:
                             break
         # Every channel idle with nothing pending: no channel changes state until the next trigger.
         self._busy = busy
-
-    def _snapshot_after_conversion(self, engine: Any, e: SnapshotTaken) -> None:
-        """``timeout overtaken-at-snapshot``: a task takes its unaligned snapshot of ``e.cp`` (before it
-        captures its channels) while a barrier of ``e.cp`` that the timeout converted at its sender has
-        arrived on one of them and buffers it overtook wait there. Only then does the conversion's cut
-        decide what the snapshot captures: a barrier that arrived with nothing it overtook behind it, or
-        a snapshot taken before it arrived (the channel then persists up to the barrier), never reads it.
-        On the aligned-timeout focus's seeds 0-1499, the 27 runs with this moment in a checkpoint that
-        completed are the runs where a conversion that keeps its old cut broke CUT."""
-        if not e.unaligned or not self._converted:
-            return
-        task = engine.tasks.get(e.sid)
-        for barrier, ch, crossed, cut in self._converted.values():
-            if (barrier.cp == e.cp and ch.task is task and ch.barrier_arrived == e.cp
-                    and any(x.__class__ is Buf and crossed <= x.seq0 < cut for x in ch.queue)):
-                self.coverage.hits[TIMEOUT_AT_SNAPSHOT] += 1
-                return
 
     def _wants_moment(self, kind: str, step: int) -> bool:
         steps = self.coverage.moments.get(kind, ())
@@ -342,13 +318,7 @@ class AbstractObserver:
 
     def _senders(self, engine: Any, hits: Counter[Cell], pending: Mapping[int, Any]) -> None:
         newest = max(pending)
-        waiting = self._timeoutable
-        if len(waiting) > MOMENTS:  # barriers of ended checkpoints are never converted
-            for key in [k for k, (b, _) in waiting.items() if b.cp not in pending]:
-                del waiting[key]
-        if len(self._converted) > MOMENTS:
-            for key in [k for k, c in self._converted.items() if c[0].cp not in pending]:
-                del self._converted[key]
+        self._conversion.forget_ended(pending)
         for sp in engine.subpartitions:
             q = sp.queue
             if not q or (len(q) == 1 and q[0].__class__ is not Barrier):
@@ -357,17 +327,12 @@ class AbstractObserver:
                 if item.__class__ is not Barrier:
                     continue
                 if item.priority:
-                    behind = sum(1 for x in q if x.__class__ is Buf)
-                    hits["overtake", "priority", count_class(behind)] += 1
-                    if behind and id(item) in waiting:  # queued aligned behind buffers at the last look
-                        hits[TIMEOUT_AT_SENDER] += 1
-                        if id(item) not in self._converted:  # what it overtook: from what crossed to its old cut
-                            self._converted[id(item)] = (item, sp.channel, sp.transmitted, waiting[id(item)][1])
+                    buffers = sum(1 for x in q if x.__class__ is Buf)  # behind it
+                    hits["overtake", "priority", count_class(buffers)] += 1
                 else:
-                    ahead = sum(1 for x in list(q)[:pos] if x.__class__ is Buf)
-                    hits["overtake", "aligned", count_class(ahead)] += 1
-                    if ahead and item.options is BarrierOption.TIMEOUTABLE:
-                        waiting[id(item)] = (item, item.cut)  # kept alive: its id names no other barrier meanwhile
+                    buffers = sum(1 for x in list(q)[:pos] if x.__class__ is Buf)  # before it
+                    hits["overtake", "aligned", count_class(buffers)] += 1
+                self._conversion.look_at(hits, sp, item, buffers)
                 if item.cp < newest and item.cp not in pending:
                     hits["stale", "at-sender", ""] += 1
                 break

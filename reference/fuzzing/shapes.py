@@ -41,8 +41,9 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
-from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SNAPSHOT, AbstractCoverage
+from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
+from cutcheck.reference.fuzzing.converting import TIMEOUT_AT_SNAPSHOT
 from cutcheck.reference.fuzzing.finishing import WHILE_COLLECTING
 from cutcheck.reference.fuzzing.swarm import Feature
 from cutcheck.reference.fuzzing.timed import TIMED_FOR

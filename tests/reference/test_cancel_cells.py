@@ -15,13 +15,13 @@ import pytest
 from cutcheck.model.kinds import BarrierOption
 from cutcheck.reference.checkpointing import controller
 from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, CELL_BY_NAME, cell_name
-from cutcheck.reference.fuzzing.abstract_coverage import TIMEOUT_AT_SENDER, TIMEOUT_AT_SNAPSHOT
 from cutcheck.reference.fuzzing.cancelling import (
     CANCEL,
     ENDS_ALIGNED,
     ENDS_UNALIGNED_BLOCKED,
     ENDS_UNALIGNED_PERSISTING,
 )
+from cutcheck.reference.fuzzing.converting import TIMEOUT_AT_SENDER, TIMEOUT_AT_SNAPSHOT
 from cutcheck.reference.fuzzing.shapes import TIMEOUT_CONVERSION, WARM_UP, wanted
 from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_from_seed
 from cutcheck.reference.runtime.network import Barrier
