@@ -12,6 +12,10 @@ from cutcheck.reference.fuzzing.converting import TIMEOUT
 from cutcheck.reference.fuzzing.finishing import FINISH
 from cutcheck.reference.fuzzing.swarm import REPORTED, Feature
 
+# A shared file of a checkpoint the job restored without claiming it falls out of use: the registry must
+# keep it, as the job does not own it (FLINK-26985's moment; ``AbstractObserver``).
+RESTORED_RELEASED: tuple[str, str, str] = ("ownership", "restored-released", "")
+
 Cell = tuple[str, str, str]
 
 PENDING = ("0", "1", "2+")
@@ -122,6 +126,7 @@ def _universe() -> dict[Cell, str | None]:
         cells["cancel", moment, ""] = None
     for moment in TIMEOUT:
         cells["timeout", moment, ""] = None
+    cells[RESTORED_RELEASED] = None
     features = sorted((f for f in Feature if f not in REPORTED or f in (Feature.UNALIGNED, Feature.ALIGNED_TIMEOUT)),
                       key=lambda f: f.value)
     for fa, fb in combinations(features, 2):
@@ -152,6 +157,8 @@ def cell_name(cell: Cell) -> str:
         return f"last producer finishes: {what}"
     if family == "cancel":
         return f"cancel marker {what}"
+    if family == "ownership":
+        return "shared file of a checkpoint restored unclaimed falls out of use"
     if family == "timeout":
         return TIMEOUT[what]
     return f"pair {what} + {how}"

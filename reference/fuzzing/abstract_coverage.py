@@ -33,6 +33,9 @@ states such bugs live in, per channel and per checkpoint:
   (``ends-aligned``) or unaligned after its alignment timeout (``ends-unaligned-blocked``), or one
   whose channels persist (``ends-unaligned-persisting``): what a handler's abort must release
   (``reference.fuzzing.cancelling``);
+* ``ownership`` (``restored-released``, ""): a shared file of a checkpoint the job restored without
+  claiming it falls out of use, which the registry must keep, as the job does not own it (FLINK-26985:
+  on the resubmit focus's seeds 0-99, reached in exactly the 9 runs a registry that discards it breaks);
 * ``pair`` (feature, feature): two swarm features (``reference.fuzzing.swarm``) in one scenario.
 
 The observer (``AbstractObserver``) is read-only: it subscribes to the engine's event bus
@@ -63,6 +66,7 @@ from cutcheck.reference.fuzzing.abstract_cells import (
     ABSTRACT_UNIVERSE,
     CELL_BY_NAME,
     PENDING,
+    RESTORED_RELEASED,
     Cell,
     cell_name,
     count_class,
@@ -205,6 +209,9 @@ class AbstractObserver:
             self._handover.look(hits)
         self._finish.look(engine, hits)
         self._cancel.look(hits)
+        registry = getattr(engine.storage, "registry", None)
+        if registry is not None and registry.released_restored:
+            hits[RESTORED_RELEASED] += 1
         if len(engine.restore_reports) != self._restores:
             for report in engine.restore_reports[self._restores:]:
                 self._restore(engine, hits, report)

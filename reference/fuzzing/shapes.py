@@ -33,6 +33,9 @@ examples (timed replays wait as long):
   (``timeout at-sender``), then the receiver's unaligned snapshot finding buffers that barrier overtook
   in its channel (``timeout overtaken-at-snapshot``, the moment a wrong cut of the conversion shows
   in): ``TIMEOUT_CONVERSION``. Wanted once ``WARM_UP`` examples ran without the second cell.
+* ``ownership``: a shared file of a checkpoint restored without claiming it falling out of use
+  (``ownership restored-released``): the resubmit focus (9 of its seeds 0-99 reach the cell; the cycle
+  brings that focus one seed in 19). Wanted once ``WARM_UP`` examples ran without the cell.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Protocol
 
-from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE
+from cutcheck.reference.fuzzing.abstract_cells import ABSTRACT_UNIVERSE, RESTORED_RELEASED
 from cutcheck.reference.fuzzing.abstract_coverage import AbstractCoverage
 from cutcheck.reference.fuzzing.cancelling import ENDS_UNALIGNED_BLOCKED
 from cutcheck.reference.fuzzing.converting import TIMEOUT_AT_SNAPSHOT
@@ -103,8 +106,8 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
     unreached and no entry of ``corpus`` marked a moment for it (its replays take over; it is the
     rarest), else one per partitioner of an unreached restore cell, one for the stale cells, one for
     the handover cells, one for the re-trigger while a handler collects, one for a cancel marker
-    ending an unaligned collection that holds blocked channels and one for a receiver's snapshot after
-    a sender-side timeout conversion."""
+    ending an unaligned collection that holds blocked channels, one for a receiver's snapshot after
+    a sender-side timeout conversion and one for a restored unclaimed file falling out of use."""
     out: list[tuple[str, dict[str, Any]]] = []
     if examples < WARM_UP:
         return out
@@ -124,4 +127,6 @@ def wanted(reached: AbstractCoverage, corpus: Sequence[HasMoments], examples: in
         out.append(("cancel", dict(FOCI["aligned-timeout-expiry"])))
     if not reached.hits[TIMEOUT_AT_SNAPSHOT]:  # reached only after a conversion: the sender's cell too
         out.append(("timeout", dict(TIMEOUT_CONVERSION)))
+    if not reached.hits[RESTORED_RELEASED]:
+        out.append(("ownership", dict(FOCI["resubmit"])))
     return out

@@ -43,6 +43,9 @@ class SharedStateRegistry:
     def __init__(self) -> None:
         self.entries: dict[str, SharedEntry] = {}
         self.highest_not_claimed = -1
+        # Entries of a checkpoint restored without claiming it that fell out of use (kept on disk: the job
+        # does not own them), counted whatever the ownership rule said: for coverage (``abstract_coverage``).
+        self.released_restored = 0
 
     def register(self, key: str, path: str, cp: int) -> str:
         """registerReference: a new key is created by ``cp``; a known one is now also used by it.
@@ -74,6 +77,7 @@ class SharedStateRegistry:
         for key, entry in list(self.entries.items()):
             if entry.last_used < lowest_retained:
                 del self.entries[key]
+                self.released_restored += entry.created_by <= self.highest_not_claimed
                 if owned(entry.created_by, self.highest_not_claimed):
                     doomed.append(entry.path)
         return sorted(doomed)

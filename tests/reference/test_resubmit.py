@@ -143,3 +143,23 @@ def test_every_drawn_section_is_valid(seed: int) -> None:
 def test_the_draw_reaches_every_source_and_mode() -> None:
     drawn = {tuple(resubmit_section(SeedDraw(seed)).values()) for seed in range(64)}
     assert drawn == {(s.value, m) for s in ResubmitFrom for m in ("claim", "no_claim")}
+
+
+def test_the_ownership_cell_is_the_moment_a_registry_discarding_restored_files_breaks() -> None:
+    """``ownership restored-released``: a shared file of a checkpoint restored without claiming it falls out
+    of use. A registry that discards it then (FLINK-26985, the catalogue's restored-shared-state-discarded)
+    breaks exactly the runs that reach the cell; its shape is wanted until one does."""
+    from cutcheck.reference.fuzzing.abstract_cells import RESTORED_RELEASED
+    from cutcheck.reference.fuzzing.shapes import WARM_UP, wanted
+    from cutcheck.reference.fuzzing.verdicts import FOCI, run_scenario, scenario_from_seed
+    from tests.reference.helpers import all_reached_but
+
+    sdicts = [scenario_from_seed(seed, **FOCI["resubmit"]) for seed in range(30)]
+    reached = [seed for seed, sdict in enumerate(sdicts) if run_scenario(sdict).abstract.hits[RESTORED_RELEASED]]
+    broken = [seed for seed, sdict in enumerate(sdicts)
+              if not run_scenario(sdict | {"mutants": ["restored-shared-state-discarded"]}).ok]
+    assert reached == broken == [3, 7, 11, 15, 17, 25]
+    others = all_reached_but(RESTORED_RELEASED)
+    assert wanted(others, [], WARM_UP) == [("ownership", FOCI["resubmit"])]
+    others.hits[RESTORED_RELEASED] += 1
+    assert wanted(others, [], WARM_UP) == []
