@@ -166,6 +166,8 @@ def _judged_at_deadline(outcome: Any, json_path: Path | None) -> None:
     out.print(table(f"deadline of {live.deadline_s:.0f} s reached: the job was cancelled", ["", "value"], rows))
     out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)",
               markup=False, highlight=False, soft_wrap=True)
+    out.print(f"recovery logs of the output so far: {outcome.run_dir}  (cutcheck validate judges them as a prefix)",
+              markup=False, highlight=False, soft_wrap=True)
     write_json(json_path, outcome.summary)
     sentence = live.sentence(outcome.run.flink_version or "unknown")
     if live.stalled:
