@@ -76,7 +76,7 @@ def _flink_run_table(outcome: Any) -> Table:
 @flink_app.command("run")
 @user_errors
 def flink_run(
-    graph: Path = typer.Argument(..., help="Job graph JSON file."),
+    graph: Path = typer.Argument(..., help="Job graph JSON file (or a scenario file: its graph section)."),
     out_dir: Path = typer.Option(..., "--out", help="Run directory to write (recovery logs and Flink's state)."),
     mode: str = typer.Option("unaligned", "--mode", help="unaligned, aligned or aligned_timeout."),
     fail_after: int = typer.Option(None, "--fail-after-checkpoint", help="Inject one failure once checkpoint N completed."),
@@ -114,9 +114,7 @@ def flink_run(
 ) -> None:
     """Run a job graph on a local Flink MiniCluster and write its recovery logs; `cutcheck validate` checks them.
 
-    Exit 0 when the committed output is exactly-once, 1 when it is not or when the job stalled (nothing reached
-    its sinks and no checkpoint completed for the last max(30 s, a third of --deadline-s) before the deadline),
-    2 on bad input, without the flink extra, or when the job was still progressing at the deadline.
+    Exit 0 when the committed output is exactly-once, 1 when it is not or when the job stalled (at the deadline, nothing reached its sinks and no checkpoint completed for the last max(30 s, a third of --deadline-s)), 2 on bad input, without the flink extra, or when the job was still progressing at the deadline.
     """
     from cutcheck import flink_bridge
     from cutcheck.flink_bridge.settings import parse_conf
@@ -136,7 +134,7 @@ def flink_run(
     opts.checkpoint_timeout_ms, opts.tolerable_failed = checkpoint_timeout, tolerable
     if alignment_timeout is not None:
         opts.alignment_timeout_ms = alignment_timeout
-    outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress, force=force)
+    outcome = flink_bridge.run_to_dir(_graph_of(graph), out_dir, opts, progress=_flink_progress, force=force)
     out.print(_flink_run_table(outcome))
     if outcome.run.liveness is not None:
         _judged_at_deadline(outcome, json_path)
@@ -146,6 +144,18 @@ def flink_run(
         out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)")
     write_json(json_path, outcome.summary)
     raise typer.Exit(0 if outcome.exactly_once or not outcome.complete else 1)
+
+
+def _graph_of(path: Path) -> Any:
+    """A job-graph file, or a scenario file's ``graph`` section (a regression's scenario runs on Flink as it is)."""
+    from cutcheck.model.errors import GraphError
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.model.jsontext import read_json
+
+    data = read_json(path, GraphError, "job-graph file")
+    if isinstance(data, dict) and "vertices" not in data and isinstance(data.get("graph"), dict):
+        return JobGraph.from_json({"name": path.stem, **data["graph"]})
+    return path
 
 
 def _judged_at_deadline(outcome: Any, json_path: Path | None) -> None:

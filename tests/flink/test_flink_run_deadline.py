@@ -371,7 +371,7 @@ def _fake_run(monkeypatch: pytest.MonkeyPatch, live: Liveness | None, seen: list
 def test_a_stalled_run_exits_1_with_what_was_seen(triangle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[RunOptions] = []
     _fake_run(monkeypatch, judge(_stall_timeline(), 60.0), seen)
-    result = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"), "--deadline-s", "60",
+    result = _invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "r"), "--deadline-s", "60",
                      "--checkpoint-timeout-ms", "20000", "--tolerable-failed-checkpoints", "1000",
                      "--conf", "taskmanager.network.memory.buffers-per-channel=1", "--json", str(tmp_path / "s.json"))
     assert result.exit_code == 1, result.output
@@ -379,7 +379,8 @@ def test_a_stalled_run_exits_1_with_what_was_seen(triangle: Path, tmp_path: Path
     assert "the job stalled: " in text and "LIVENESS" in text and "Flink 2.3.0" in text
     assert "2200 records received, 800 committed, last grew at 11 s" in text and "STALLED" in text
     assert "retained checkpoints:" in text
-    opts = seen[0]
+    opts = seen[0]  # the scenario file's graph section is the job
+    assert "flink run: triangle (unaligned)" in text
     assert (opts.timeout_s, opts.judge_deadline, opts.checkpoint_timeout_ms, opts.tolerable_failed) == (60.0, True, 20000, 1000)
     summary = json.loads((tmp_path / "s.json").read_text())
     assert summary["settings"]["conf"] == {"taskmanager.network.memory.buffers-per-channel": "1"}
@@ -418,7 +419,7 @@ def _flink(test: Any) -> Any:
 def test_the_triangle_stalls_on_flink_and_is_judged(triangle: Path, tmp_path: Path) -> None:
     """The forced-aligned stall through the bridge: unaligned checkpoints, the bridge's small network buffers,
     a slow c; the deadline ends it and the verdict is a stall. The aligned control finishes."""
-    result = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "u"), "--mode", "unaligned",
+    result = _invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "u"), "--mode", "unaligned",
                      "--slow", "c", "--delay-ms", "2", "--deadline-s", "60", "--checkpoint-timeout-ms", "20000",
                      "--tolerable-failed-checkpoints", "1000", "--json", str(tmp_path / "u.json"))
     assert result.exit_code == 1, result.output
