@@ -147,14 +147,21 @@ def _differs(a: Sample, b: Sample) -> bool:
         (b.attempt(), b.state, b.received, b.committed, b.completed, b.failed)
 
 
-def sink_counts(vertices: list[dict[str, Any]], sinks: list[str]) -> dict[str, int]:
-    """Records received per sink, from ``/jobs/<id>``'s vertices: the one whose operator chain holds ``<sink>/format``."""
-    out = {s: 0 for s in sinks}
+def sink_counts(vertices: list[dict[str, Any]], sinks: list[str]) -> dict[str, int | None]:
+    """Records received per sink, from ``/jobs/<id>``'s vertices: the one whose operator chain holds ``<sink>/format``.
+    None where Flink says the count is incomplete (a subtask's metrics not fetched yet, as after a restart)."""
+    out: dict[str, int | None] = {s: 0 for s in sinks}
     for v in vertices:
         chain = [part.strip() for part in str(v.get("name", "")).split("->")]
+        metrics = v.get("metrics") or {}
         for s in sinks:
-            if f"{s}/format" in chain:
-                out[s] += int((v.get("metrics") or {}).get("read-records", 0) or 0)
+            if f"{s}/format" not in chain:
+                continue
+            seen = out[s]
+            if metrics.get("read-records-complete") is False or seen is None:
+                out[s] = None
+            else:
+                out[s] = seen + int(metrics.get("read-records", 0) or 0)
     return out
 
 
@@ -183,8 +190,11 @@ class Timeline:
             self._before = tuple(b + c for b, c in zip(self._before, self._current[1:], strict=True))  # type: ignore[assignment]
         self._current = own
         done, failed, restarts = (b + c for b, c in zip(self._before, own[1:], strict=True))
-        self.samples.append(Sample(round(now - self.started, 3), job, restarts, str(info.get("state", "?")),
-                                   sink_counts(info.get("vertices", []), sorted(self.sinks)),
+        received = sink_counts(info.get("vertices", []), sorted(self.sinks))
+        prev = self.samples[-1] if self.samples and self.samples[-1].attempt() == (job, restarts) else None
+        # An incomplete count is not a drop to 0 (which would read as a restart): the attempt's last count stands.
+        counts = {s: n if n is not None else (prev.received.get(s, 0) if prev else 0) for s, n in received.items()}
+        self.samples.append(Sample(round(now - self.started, 3), job, restarts, str(info.get("state", "?")), counts,
                                    {s: self._committed(d) for s, d in sorted(self.sinks.items())}, done, failed))
 
     def _committed(self, directory: str) -> int:

@@ -266,6 +266,7 @@ class FakeRest:
         self.read: dict[str, int] = {}
         self.counts = {"completed": 0, "failed": 0}
         self.restarts = 0
+        self.complete = True  # read-records-complete
 
     def get(self, path: str) -> Any:
         if path.endswith("/checkpoints"):
@@ -273,8 +274,9 @@ class FakeRest:
         if "metrics?get=numRestarts" in path:
             return [{"id": "numRestarts", "value": str(self.restarts)}]
         names = {"s1": "s1/seq -> s1", "a": "a", "c": "c/format -> c: Writer -> c: Committer"}
-        return {"state": self.state_now, "vertices": [{"name": names[k], "metrics": {"read-records": n}}
-                                                      for k, n in self.read.items()]}
+        return {"state": self.state_now, "vertices": [
+            {"name": names[k], "metrics": {"read-records": n, "read-records-complete": self.complete}}
+            for k, n in self.read.items()]}
 
     def state(self, job: str) -> str:
         return self.state_now
@@ -286,8 +288,9 @@ class FakeRest:
 def test_sink_counts_read_the_vertex_that_holds_the_sink() -> None:
     vertices = [{"name": "s1/seq -> s1", "metrics": {"read-records": 7}},
                 {"name": "c/format -> c: Writer -> c: Committer", "metrics": {"read-records": 41}},
-                {"name": "cc/format -> cc: Writer", "metrics": {"read-records": 5}}]
-    assert sink_counts(vertices, ["c", "cc", "gone"]) == {"c": 41, "cc": 5, "gone": 0}
+                {"name": "cc/format -> cc: Writer", "metrics": {"read-records": 5}},
+                {"name": "d/format -> d: Writer", "metrics": {"read-records": 3, "read-records-complete": False}}]
+    assert sink_counts(vertices, ["c", "cc", "d", "gone"]) == {"c": 41, "cc": 5, "d": None, "gone": 0}
 
 
 def test_timeline_samples_counts_rows_and_jobs(tmp_path: Path) -> None:
@@ -305,13 +308,17 @@ def test_timeline_samples_counts_rows_and_jobs(tmp_path: Path) -> None:
     clock[0] = 101.0
     rest.counts = {"completed": 2, "failed": 2}
     timeline.poll(rest, 0, "j0")
+    clock[0] = 101.1
+    rest.complete, rest.read = False, {"c": 0}  # a subtask's count not fetched: the last one stands, no drop to 0
+    timeline.poll(rest, 0, "j0", force=True)
+    rest.complete = True
     clock[0] = 101.2
     rest.read, rest.counts, rest.restarts = {"c": 4}, {"completed": 1, "failed": 0}, 0  # job 1: its own counts
     (sink / "part-0-2.csv").write_text("6\n")
     timeline.poll(rest, 1, "j1", force=True)
     assert [(s.at_s, s.job, s.received, s.committed, s.completed, s.failed, s.restarts) for s in timeline.samples] == [
         (0.0, 0, {"c": 20}, {"c": 3}, 1, 2, 1), (1.0, 0, {"c": 20}, {"c": 3}, 2, 2, 1),
-        (1.2, 1, {"c": 4}, {"c": 4}, 3, 2, 1)]
+        (1.1, 0, {"c": 20}, {"c": 3}, 2, 2, 1), (1.2, 1, {"c": 4}, {"c": 4}, 3, 2, 1)]
 
 
 # --- the driver at the deadline -----------------------------------------------------------------------------------
