@@ -11,6 +11,7 @@ from rich.table import Table
 
 from cutcheck.commands.common import app, err, out, table, user_errors, write_json
 from cutcheck.commands.simulate import _parse_assignments
+from cutcheck.model.errors import CutcheckError
 from cutcheck.model.outputs import check_output_dir
 
 flink_app = typer.Typer(help="Run job graphs on a real Flink MiniCluster (needs the flink extra).", no_args_is_help=True)
@@ -64,8 +65,9 @@ def _flink_run_table(outcome: Any) -> Table:
         ["failure", f"{s['failure']['vertex_subtask']} after checkpoint {s['failure']['after_checkpoint']}" if s["failure"] else "none"],
         ["restores", "; ".join(f"checkpoint {r['checkpoint']}" + (" (rescaled)" if r["rescaled"] else "") for r in s["restores"]) or "none"],
         ["committed output rows", s["output_rows"]],
-        ["EXACTLY_ONCE (engine oracle)", "not judged: the job was left failed (--no-restart), its output is a prefix"
-         if not s["complete"] else "holds" if eo["ok"] else
+        ["EXACTLY_ONCE (engine oracle)", "not judged: the job was cancelled at its deadline, its output is a prefix"
+         if outcome.run.liveness is not None else
+         "not judged: the job was left failed (--no-restart), its output is a prefix" if not s["complete"] else "holds" if eo["ok"] else
          f"VIOLATED: lost {eo['lost']}, duplicated {eo['duplicated']}, phantom {eo['phantom']}, count gaps {eo['count_gaps']}"],
     ]
     return table(f"flink run: {outcome.run.graph.name} ({s['mode']}), {s['seconds']:.1f} s", ["", "value"], rows)
@@ -74,7 +76,7 @@ def _flink_run_table(outcome: Any) -> Table:
 @flink_app.command("run")
 @user_errors
 def flink_run(
-    graph: Path = typer.Argument(..., help="Job graph JSON file."),
+    graph: Path = typer.Argument(..., help="Job graph JSON file (or a scenario file: its graph section)."),
     out_dir: Path = typer.Option(..., "--out", help="Run directory to write (recovery logs and Flink's state)."),
     mode: str = typer.Option("unaligned", "--mode", help="unaligned, aligned or aligned_timeout."),
     fail_after: int = typer.Option(None, "--fail-after-checkpoint", help="Inject one failure once checkpoint N completed."),
@@ -99,27 +101,89 @@ def flink_run(
     force: bool = typer.Option(False, "--force", help="Replace OUT if it is a run directory cutcheck wrote "
                                "(anything else is never replaced)."),
     release: str = typer.Option(None, "--flink", metavar="VERSION", help=FLINK_HELP),
+    deadline: float = typer.Option(900.0, "--deadline-s", min=1.0, help="Wall-clock limit of the whole run, from the "
+                                   "cluster's start; then the job is cancelled and judged: stalled or still progressing."),
+    checkpoint_timeout: int = typer.Option(None, "--checkpoint-timeout-ms", min=10, help="A checkpoint not complete "
+                                           "after this long expires (execution.checkpointing.timeout; Flink: 10 min)."),
+    tolerable: int = typer.Option(None, "--tolerable-failed-checkpoints", min=0, help="Failed checkpoints Flink "
+                                  "tolerates before it fails the job over (Flink: 0)."),
+    alignment_timeout: int = typer.Option(None, "--alignment-timeout-ms", min=0, help="With --mode aligned_timeout: "
+                                          "a checkpoint starts aligned and goes unaligned after this long (default 20)."),
+    conf: list[str] = typer.Option(None, "--conf", metavar="KEY=VALUE", help="Further Flink configuration for the job "
+                                   "and its cluster, e.g. taskmanager.network.memory.buffers-per-channel=2 (repeatable)."),
 ) -> None:
     """Run a job graph on a local Flink MiniCluster and write its recovery logs; `cutcheck validate` checks them.
 
-    Exit 0 when the committed output is exactly-once, 1 when it is not, 2 on bad input or without the flink extra.
+    Exit 0 when the committed output is exactly-once, 1 when it is not or when the job stalled (at the deadline, nothing reached its sinks and no checkpoint completed for the last max(30 s, a third of --deadline-s)), 2 on bad input, without the flink extra, or when the job was still progressing at the deadline.
     """
     from cutcheck import flink_bridge
+    from cutcheck.flink_bridge.settings import parse_conf
 
     check_output_dir(out_dir, force=force)  # before Flink starts: a refusal costs nothing
+    if alignment_timeout is not None and mode != "aligned_timeout":
+        raise CutcheckError(f"--alignment-timeout-ms applies to --mode aligned_timeout only, not --mode {mode}; "
+                            "leave it out or give --mode aligned_timeout.")
+    extra = parse_conf(conf)
     opts = _flink_options(mode, fail_after, rescale, records, interval, slow, delay, no_restart, incremental, retained,
                           checkpoint_dir, job_id, release)
     # the topology options of issue 23: what the job is, beside the options every flink command shares
     opts.savepoint, opts.stop_after, opts.claim_mode = savepoint, stop_after, claim_mode
     opts.kill_after, opts.chaining = kill_after, not no_chaining
-    outcome = flink_bridge.run_to_dir(graph, out_dir, opts, progress=_flink_progress, force=force)
+    # the run's limits and further configuration (issue 25's stall): a job that never ends is judged, not an error
+    opts.timeout_s, opts.judge_deadline, opts.conf = deadline, True, extra
+    opts.checkpoint_timeout_ms, opts.tolerable_failed = checkpoint_timeout, tolerable
+    if alignment_timeout is not None:
+        opts.alignment_timeout_ms = alignment_timeout
+    outcome = flink_bridge.run_to_dir(_graph_of(graph), out_dir, opts, progress=_flink_progress, force=force)
     out.print(_flink_run_table(outcome))
+    if outcome.run.liveness is not None:
+        _judged_at_deadline(outcome, json_path)
     if outcome.complete:
         out.print(f"recovery logs: {outcome.run_dir}  (check them with: cutcheck validate {outcome.run_dir})")
     else:
         out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)")
     write_json(json_path, outcome.summary)
     raise typer.Exit(0 if outcome.exactly_once or not outcome.complete else 1)
+
+
+def _graph_of(path: Path) -> Any:
+    """A job-graph file, or a scenario file's ``graph`` section (a regression's scenario runs on Flink as it is)."""
+    from cutcheck.model.errors import GraphError
+    from cutcheck.model.graph import JobGraph
+    from cutcheck.model.jsontext import read_json
+
+    data = read_json(path, GraphError, "job-graph file")
+    if isinstance(data, dict) and "vertices" not in data and isinstance(data.get("graph"), dict):
+        return JobGraph.from_json({"name": path.stem, **data["graph"]})
+    return path
+
+
+def _judged_at_deadline(outcome: Any, json_path: Path | None) -> None:
+    """A run cancelled at its deadline: what was seen, then exit 1 (stalled) or 2 (still progressing)."""
+    live = outcome.run.liveness
+    rows: list[list[Any]] = []
+    for sink, grew in sorted(live.grew_s.items()):
+        rows.append([f"sink {sink}: received / committed", f"{live.received.get(sink, 0)} / {live.committed.get(sink, 0)}"
+                     + (f", last grew at {grew:.1f} s" if grew is not None else ", never grew")])
+    rows += [
+        ["checkpoints completed / failed", f"{live.completed} / {live.failed}"],
+        ["restarts", live.restarts],
+        ["state at the deadline", live.state],
+        ["last progress", f"at {live.last_progress_s:.1f} s" if live.last_progress_s is not None else "none"],
+        ["without progress at the end", f"{live.quiet_s:.1f} s (a stall needs {live.window_s:.0f} s)"],
+        ["verdict", "STALLED" if live.stalled else "still progressing"],
+    ]
+    out.print(table(f"deadline of {live.deadline_s:.0f} s reached: the job was cancelled", ["", "value"], rows))
+    out.print(f"retained checkpoints: {outcome.run.checkpoint_dir}  (cutcheck storage ls / orphans)",
+              markup=False, highlight=False, soft_wrap=True)
+    out.print(f"recovery logs of the output so far: {outcome.run_dir}  (cutcheck validate judges them as a prefix)",
+              markup=False, highlight=False, soft_wrap=True)
+    write_json(json_path, outcome.summary)
+    sentence = live.sentence(outcome.run.flink_version or "unknown")
+    if live.stalled:
+        out.print(sentence, markup=False, highlight=False, soft_wrap=True)
+        raise typer.Exit(1)
+    raise CutcheckError(sentence)
 
 
 def _side_by_side(cmp: Any) -> list[Table]:
@@ -225,7 +289,6 @@ def flink_conform(
     Exit 0 when all agree, 1 when any disagrees (a replay command per disagreement), 2 on bad input.
     """
     from cutcheck.flink_bridge.conform import conform
-    from cutcheck.model.errors import CutcheckError
     from cutcheck.model.outputs import mark, replace_dir, staging_dir
 
     check_output_dir(out_dir, force=force)
@@ -279,7 +342,6 @@ def flink_env(
     Exit 0 when the release is prepared (or listed, or removed), 2 when it cannot run here, with the fix.
     """
     from cutcheck.flink_bridge import releases
-    from cutcheck.model.errors import CutcheckError
 
     asked = [name for name, given in (("VERSION", version is not None), ("--list", list_), ("--remove", remove is not None))
              if given]

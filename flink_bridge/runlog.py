@@ -29,6 +29,7 @@ from typing import Any
 
 from cutcheck.flink_bridge.rest import FlinkCheckpoint
 from cutcheck.flink_bridge.runner import FlinkRun
+from cutcheck.flink_bridge.settings import described
 from cutcheck.model.graph import JobGraph
 from cutcheck.reference.checks.oracle import ExactlyOnce, Oracle
 from cutcheck.reference.logs import RunLogWriter
@@ -148,6 +149,8 @@ def summary(run: FlinkRun) -> dict[str, Any]:
         "restores": restores,
         "failure": {"vertex_subtask": run.fired, "after_checkpoint": run.options.fail_after or run.options.kill_after}
         if run.fired else None,
+        "settings": described(run.options),  # the deadline, checkpoint timeout, tolerance and --conf of the run
+        "liveness": run.liveness.to_json() if run.liveness is not None else None,  # cancelled at its deadline
     }
 
 

@@ -16,6 +16,9 @@ The run, in order:
    that savepoint, rescaled when ``rescale`` says so. Every restore uses ``claim_mode``; ``fail_after`` then
    fails the restored job after N checkpoints of its own (restarted in place).
 4. The bounded sources end, Flink's final checkpoint commits the last sink files, the job finishes.
+5. Or the run's deadline (``timeout_s``, counted from the cluster's start) comes first: the job is cancelled, its
+   checkpoints retained. A judged run (``judge_deadline``) then returns with ``liveness``, the verdict of
+   flink_bridge.liveness (stalled, or still progressing); any other run raises a CutcheckError.
 
 What the job is (the translation, chaining, the checkpointing keys of the release PyFlink imports,
 flink_bridge.features) is decided here; a custom partitioner under unaligned checkpoints is not
@@ -29,6 +32,7 @@ files by absolute path): Flink's checkpoints and sink files under ``flink/``, th
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 import time
@@ -38,18 +42,20 @@ from pathlib import Path
 from typing import Any
 
 from cutcheck.flink_bridge import env as flink_env
-from cutcheck.flink_bridge.checkpoints import stop_with_savepoint
+from cutcheck.flink_bridge import settings
 from cutcheck.flink_bridge.features import Features, Key, installed
-from cutcheck.flink_bridge.process_cluster import kill_mid_checkpoint, process_cluster
-from cutcheck.flink_bridge.rest import TERMINAL, JobStats, Rest
+from cutcheck.flink_bridge.liveness import Liveness, Timeline
+from cutcheck.flink_bridge.process_cluster import process_cluster
+from cutcheck.flink_bridge.rest import JobStats, Rest
 from cutcheck.flink_bridge.translate import ProbeSpec, build, check_supported, sink_dirs
+from cutcheck.flink_bridge.watch import DEADLINE, watch
+from cutcheck.flink_bridge.watch import now_ms as _now
 from cutcheck.model.errors import CutcheckError, GraphError
 from cutcheck.model.graph import JobGraph
 
 MODES = ("unaligned", "aligned", "aligned_timeout")
 CLAIM_MODES = ("claim", "no_claim")
 SAVEPOINT_FORMATS = ("canonical", "native")
-POLL_S = 0.1
 
 
 @dataclass(slots=True)
@@ -77,7 +83,11 @@ class RunOptions:
     chaining: bool = True  # False: every vertex starts an operator chain of its own
     force_unaligned: bool | None = None  # execution.checkpointing.unaligned.forced; None: when a custom edge needs it
     kill_after: int | None = None  # SIGKILL the TaskManager JVM mid-checkpoint once checkpoint N completed
-    timeout_s: float = 900.0
+    timeout_s: float = 900.0  # the run's deadline (wall clock, from the cluster's start)
+    judge_deadline: bool = False  # at the deadline: judge stall or progress (FlinkRun.liveness); else raise
+    checkpoint_timeout_ms: int | None = None  # execution.checkpointing.timeout; None: Flink's (10 min)
+    tolerable_failed: int | None = None  # execution.checkpointing.tolerable-failed-checkpoints; None: Flink's (0)
+    conf: dict[str, str] = field(default_factory=dict)  # further keys for the job and the cluster (flink_bridge.settings)
     release: str | None = None  # run in this prepared apache-flink release (flink_bridge.launch); None: in-process
 
 
@@ -111,6 +121,7 @@ class FlinkRun:
     savepoint: str | None = None  # where the stop-with-savepoint wrote its savepoint
     events: list[tuple[int, str, str]] = field(default_factory=list)  # (epoch ms, kind, detail)
     flink_version: str = ""  # the PyFlink release that ran the job
+    liveness: Liveness | None = None  # a judged run cancelled at its deadline: stalled or still progressing
 
 
 def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, JobGraph]:
@@ -151,9 +162,46 @@ def prepare(graph: JobGraph | str | Path, opts: RunOptions) -> tuple[JobGraph, J
     for name in (opts.slow, opts.fail_vertex):
         if name is not None and name not in {v.id for v in graph.vertices}:
             raise GraphError(f"vertex '{name}': no such vertex; vertices are {', '.join(v.id for v in graph.vertices)}.")
+    _check_limits(opts)
     if opts.job_id is not None and (len(opts.job_id) != 32 or any(c not in "0123456789abcdef" for c in opts.job_id)):
         raise CutcheckError(f"--job-id {opts.job_id!r}: a Flink job id is 32 lowercase hex digits.")
     return graph, target
+
+
+def _check_limits(opts: RunOptions) -> None:
+    """The deadline, checkpoint timeout, tolerable failures and further configuration: in range, not the bridge's own."""
+    if not opts.timeout_s > 0:
+        raise CutcheckError(f"--deadline-s {opts.timeout_s:g} must be positive: it is how long the run may take.")
+    if opts.checkpoint_timeout_ms is not None and opts.checkpoint_timeout_ms < 10:
+        raise CutcheckError(f"--checkpoint-timeout-ms {opts.checkpoint_timeout_ms} is below Flink's least (10 ms); give more.")
+    if opts.tolerable_failed is not None and opts.tolerable_failed < 0:
+        raise CutcheckError(f"--tolerable-failed-checkpoints {opts.tolerable_failed} is negative; give 0 or more.")
+    if opts.alignment_timeout_ms < 0:
+        raise CutcheckError(f"--alignment-timeout-ms {opts.alignment_timeout_ms} is negative; give 0 or more.")
+    settings.check_conf(opts.conf, process_cluster=opts.kill_after is not None)
+
+
+def cluster_config(opts: RunOptions) -> dict[str, str]:
+    """What the run adds to the cluster's configuration: retention (the JobManager's setting, not the job's), the
+    metrics' refresh a judged run samples, and --conf (a cluster-only key takes effect only here)."""
+    extra = {installed().key(Key.RETAINED): str(opts.retained), **opts.conf}
+    if opts.judge_deadline:
+        extra[settings.FETCHER_INTERVAL] = "1000"
+    return extra
+
+
+def _start(stack: contextlib.ExitStack, launch: Callable[..., Any], slots: int, opts: RunOptions) -> Any:
+    """The cluster, entered on ``stack``; one Flink refuses to start with the --conf values is the user's mistake."""
+    try:
+        return stack.enter_context(launch(slots, cluster_config(opts)))
+    except CutcheckError:
+        raise
+    except Exception as exc:  # Py4JJavaError: e.g. a memory size Flink cannot parse
+        if not opts.conf:
+            raise
+        lines = [ln.strip() for ln in str(exc).splitlines() if "Exception:" in ln or "Error:" in ln]
+        raise CutcheckError(f"the Flink cluster did not start with the --conf settings "
+                            f"({(lines[-1] if lines else type(exc).__name__)[:300]}); check their values.") from None
 
 
 def resubmits(opts: RunOptions) -> bool:  # the restore after the failure is a new job graph (rescaled, or max parallelism)
@@ -217,6 +265,11 @@ def job_config(cluster: flink_env.Cluster, opts: RunOptions, checkpoint_dir: str
         conf[k(Key.CLAIM_MODE)] = opts.claim_mode.upper()
     if job_id is not None:
         conf["$internal.pipeline.job-id"] = job_id
+    if opts.checkpoint_timeout_ms is not None:
+        conf[settings.CHECKPOINT_TIMEOUT] = f"{opts.checkpoint_timeout_ms}ms"
+    if opts.tolerable_failed is not None:
+        conf[settings.TOLERABLE_FAILED] = str(opts.tolerable_failed)
+    conf.update(opts.conf)  # refused where the bridge sets a key (prepare): only its defaults are overridden
     return conf
 
 
@@ -263,15 +316,17 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
                        os.path.join(control, "armed"), os.path.join(control, "fired"))
     slots = max(max(v.parallelism for v in graph.vertices), max(v.parallelism for v in target.vertices))
     say("starting a Flink cluster" + (" in JVMs of its own" if opts.kill_after is not None else " (MiniCluster)"))
-    # Retention is the JobManager's setting, not the job's: it goes into the cluster configuration.
     # A killed JVM needs the cluster in processes of its own (flink_bridge.process_cluster).
     launch = process_cluster if opts.kill_after is not None else flink_env.mini_cluster
-    with launch(slots, {installed().key(Key.RETAINED): str(opts.retained)}) as cluster:
+    with contextlib.ExitStack() as stack:
+        cluster = _start(stack, launch, slots, opts)
         rest = Rest(cluster.rest_url)
         started = _now()
+        clock = time.monotonic()  # the deadline and a judged run's samples count from here: the cluster is up
+        timeline = Timeline(sinks, clock, time.monotonic) if opts.judge_deadline else None
         result = FlinkRun(graph, opts, [], started, started, work, checkpoint_dir, sinks, slow,
                           fail_vertex if opts.fail_after else None, flink_version=installed().name)
-        deadline = time.monotonic() + opts.timeout_s
+        deadline = clock + opts.timeout_s
         # With a savepoint the rescale happens on the resubmission, so a later failure restarts in place.
         in_place = opts.restart and (not resubmits(opts) or opts.savepoint is not None)
         current = graph
@@ -287,8 +342,10 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
                                   + ", ".join(f"{v.id}={v.parallelism}" for v in current.vertices)
                                   + (f", restoring {restore}" if restore else "")))
             say(f"job {index} ({job_id}) running")
-            state = _watch(rest, job_id, opts, probes, result, deadline, say, cluster)
+            state = watch(rest, job_id, opts, probes, result, deadline, say, cluster, timeline)
             job.stats = rest.collect(job_id)
+            if state == DEADLINE:
+                break  # cancelled and judged (result.liveness): the run ends here, whatever it was waiting for
             result.events.append((job.stats.end_ms or _now(), state.lower(), f"job {job_id}"))
             if state == "FINISHED" and result.savepoint and index == 0:
                 restore, current = _uri(result.savepoint), target
@@ -308,6 +365,8 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
             raise CutcheckError(f"Flink job {job_id} ended {state}{(' (' + detail + ')') if detail else ''}; "
                                 f"see the logs in {os.environ.get('FLINK_LOG_DIR', 'FLINK_LOG_DIR')}.")
         result.ended_ms = _now()
+    if result.liveness is not None:
+        return result
     if opts.savepoint is not None and result.savepoint is None:
         raise CutcheckError(f"the job finished before checkpoint {opts.stop_after} completed, so no savepoint was taken; "
                             "give more --records or a smaller --stop-after-checkpoint.")
@@ -315,63 +374,6 @@ def run(graph: JobGraph | str | Path, work: str | Path, opts: RunOptions,
         raise CutcheckError(f"the job finished before the failure after checkpoint {opts.fail_after or opts.kill_after} could fire; "
                             "give more --records or a smaller --fail-after-checkpoint.")
     return result
-
-
-def _watch(rest: Rest, job_id: str, opts: RunOptions, probes: ProbeSpec, result: FlinkRun, deadline: float,
-           say: Callable[[str], None], cluster: Any = None) -> str:
-    """Poll until the job ends; arm the failure once checkpoint N completed; note when it fired."""
-    while True:
-        state = rest.state(job_id)
-        if state in TERMINAL:
-            _note_fired(probes, result)
-            return state
-        if opts.fail_after is not None and result.armed_ms is None and (opts.savepoint is None or result.jobs[-1].index):
-            # After a savepoint: the restored job's own completed checkpoints (their ids continue the savepoint's).
-            latest = (rest.get(f"/jobs/{job_id}/checkpoints").get("counts") or {}).get("completed", 0) \
-                if opts.savepoint is not None else rest.latest_completed(job_id)[0]
-            if latest >= opts.fail_after:
-                result.armed_ms = _now()  # before the probe file appears: the failure may fire at once
-                Path(probes.armed).touch()  # type: ignore[arg-type]
-                result.events.append((result.armed_ms, "arm", f"failure armed in {probes.fail_vertex} after checkpoint {latest}"))
-                say(f"checkpoint {latest} completed: failure armed in {probes.fail_vertex}")
-        _note_fired(probes, result)
-        if opts.savepoint is not None and result.savepoint is None and not result.jobs[-1].index:
-            latest, _ = rest.latest_completed(job_id)
-            if latest >= (opts.stop_after or 1):
-                say(f"checkpoint {latest} completed: stopping with a {opts.savepoint} savepoint")
-                result.savepoint = stop_with_savepoint(rest.base, job_id, os.path.join(result.work, "savepoints"),
-                                                       opts.savepoint, max(deadline - time.monotonic(), 1.0))
-                result.events.append((_now(), "savepoint", f"{opts.savepoint} savepoint " + (result.savepoint or "failed")))
-        if opts.kill_after is not None and result.fired is None:
-            result.fired = kill_mid_checkpoint(rest, job_id, opts.kill_after, cluster)
-            if result.fired:
-                result.fired_ms = _now()
-                result.events.append((result.fired_ms, "failure", f"{result.fired}, SIGKILL; another one started"))
-                say(f"{result.fired}: killed; another TaskManager started")
-        if time.monotonic() > deadline:
-            rest_cancel(rest, job_id)
-            raise CutcheckError(f"Flink job {job_id} did not end within {opts.timeout_s:.0f} s; it was cancelled.")
-        time.sleep(POLL_S)
-
-
-def _note_fired(probes: ProbeSpec, result: FlinkRun) -> None:
-    if result.fired is None and probes.fired and os.path.exists(probes.fired):
-        text = Path(probes.fired).read_text().strip()
-        if not text:
-            return  # created, not written yet
-        where, _, when = text.partition(" ")
-        result.fired, result.fired_ms = where, int(float(when) * 1000)
-        result.events.append((result.fired_ms, "failure", f"{where}: injected exception"))
-
-
-def rest_cancel(rest: Rest, job_id: str) -> None:
-    import urllib.request
-
-    try:
-        req = urllib.request.Request(f"{rest.base}/jobs/{job_id}?mode=cancel", method="PATCH")
-        urllib.request.urlopen(req, timeout=10).close()
-    except OSError:
-        pass
 
 
 def latest_retained(checkpoint_dir: str, job_id: str) -> str | None:
@@ -388,10 +390,6 @@ def latest_retained(checkpoint_dir: str, job_id: str) -> str | None:
 def _uri(location: str) -> str:
     """A local path as a file: URI; a location with a scheme (file:, s3:, ...) as it is."""
     return location if ":" in location.split("/", 1)[0] else Path(location).absolute().as_uri()
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 def describe(result: FlinkRun) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import sys
 import traceback
 from typing import IO, Any
 
+from cutcheck.flink_bridge.liveness import Liveness
 from cutcheck.flink_bridge.rest import FlinkCheckpoint, JobStats
 from cutcheck.flink_bridge.runner import FlinkRun, JobRun, RunOptions
 from cutcheck.model.errors import CutcheckError
@@ -58,6 +59,8 @@ def encode_run(run: FlinkRun) -> dict[str, Any]:
             out[f.name] = value.to_json()
         elif f.name == "options":
             out[f.name] = encode_options(value)
+        elif f.name == "liveness":  # a judged run cancelled at its deadline: its verdict and timeline
+            out[f.name] = value.to_json() if value is not None else None
         elif f.name == "jobs":
             out[f.name] = [{**{g.name: getattr(j, g.name) for g in dataclasses.fields(j) if g.name not in ("graph", "stats")},
                             "graph": j.graph.to_json(),
@@ -74,6 +77,7 @@ def decode_run(data: dict[str, Any]) -> FlinkRun:
     fields["jobs"] = [JobRun(**{**j, "graph": JobGraph.from_json(j["graph"]), "stats": _stats(j["stats"])})
                       for j in data["jobs"]]
     fields["events"] = [tuple(e) for e in data["events"]]
+    fields["liveness"] = Liveness.from_json(data["liveness"]) if data.get("liveness") else None
     return FlinkRun(**fields)
 
 
