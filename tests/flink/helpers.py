@@ -42,3 +42,23 @@ def restore_each(graph: Path, checkpoints: list[str], scratch: Path, opts: Calla
         assert [j.stats.state for j in run.jobs] == ["FINISHED"], (path, [j.stats.state for j in run.jobs])
         ids.append(int((run.jobs[0].stats.restored or {}).get("id", -1)))
     return ids
+
+
+def invoke(*args: str) -> Any:
+    """Run the CLI in-process (Typer's runner), as a user would type ``cutcheck ARGS``."""
+    from typer.testing import CliRunner
+
+    from cutcheck.cli import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def cli_error(result: Any) -> tuple[str, str]:
+    """A refusal as users see it: exit 2, no traceback, one ``error:`` line. Returns that line and the
+    whole output with its whitespace folded (rich wraps long sentences)."""
+    text = result.output.strip()
+    assert result.exit_code == 2, text
+    assert "Traceback" not in text
+    lines = [line for line in text.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1, text
+    return lines[0], " ".join(text.split())

@@ -16,31 +16,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from cutcheck.cli import app
 from cutcheck.flink_bridge import launch, releases, versions
 from cutcheck.flink_bridge.rest import FlinkCheckpoint, JobStats
 from cutcheck.flink_bridge.runner import FlinkRun, JobRun, RunOptions
 from cutcheck.flink_bridge.worker import decode_run, encode_run
 from cutcheck.model.errors import CutcheckError, EnvironmentProblem
 from cutcheck.model.graph import JobGraph
-from tests.flink.helpers import EXAMPLES
+from tests.flink.helpers import EXAMPLES, cli_error, invoke
 
 FAKE = "0.99.1"  # a release line the test adds to the table: its wheels come from the test's directory
 
 
-def _invoke(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args))
-
-
 def _error_line(result: Any) -> str:
-    text = result.output.strip()
-    assert result.exit_code == 2, text
-    assert "Traceback" not in text
-    lines = [line for line in text.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, text
-    return " ".join(text.split())  # rich wraps long sentences
+    return cli_error(result)[1]
 
 
 def _wheel(directory: Path, name: str, version: str, files: dict[str, str]) -> Path:
@@ -79,7 +68,7 @@ def fake_index(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: Path,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
-    made = _invoke("flink", "env", FAKE, "--find-links", str(fake_index))
+    made = invoke("flink", "env", FAKE, "--find-links", str(fake_index))
     assert made.exit_code == 0, made.output
     env = releases.env_dir(FAKE)
     assert env == tmp_path / "cache" / "flink" / FAKE
@@ -91,9 +80,9 @@ def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: 
     pip = (env / "bin" / "pip").read_text().splitlines()[0]
     assert pip.startswith(f"#!{env}/bin/python"), pip
     assert [p.name for p in (tmp_path / "cache" / "flink").iterdir() if p.name.startswith(f".{FAKE}.tmp")] == []
-    again = _invoke("flink", "env", FAKE, "--find-links", str(fake_index))
+    again = invoke("flink", "env", FAKE, "--find-links", str(fake_index))
     assert again.exit_code == 0 and "already prepared" in again.output
-    listed = _invoke("flink", "env", "--list")
+    listed = invoke("flink", "env", "--list")
     assert listed.exit_code == 0 and FAKE in listed.output
     [entry] = releases.list_prepared()
     assert entry.version == FAKE and entry.size_bytes > 1_000_000  # a virtualenv with pip in it
@@ -101,20 +90,20 @@ def test_prepare_list_and_remove_from_a_local_index(fake_index: Path, tmp_path: 
     # a release whose worker cannot run a job (this one has no JVM side at all) is one sentence, and no run
     # directory; this process needs no PyFlink for it (an import of it fails here)
     monkeypatch.setitem(sys.modules, "pyflink", None)
-    broken = _error_line(_invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(tmp_path / "r"),
+    broken = _error_line(invoke("flink", "run", str(EXAMPLES / "keyed-pipeline.json"), "--out", str(tmp_path / "r"),
                                  "--flink", FAKE))
     assert f"the apache-flink {FAKE} worker" in broken and "its log is" in broken, broken
     assert not (tmp_path / "r").exists()
     launch.close_all()
-    gone = _invoke("flink", "env", "--remove", FAKE)
+    gone = invoke("flink", "env", "--remove", FAKE)
     assert gone.exit_code == 0, gone.output
     assert not env.exists() and releases.list_prepared() == []
-    assert "not prepared" in _error_line(_invoke("flink", "env", "--remove", FAKE))
+    assert "not prepared" in _error_line(invoke("flink", "env", "--remove", FAKE))
 
 
 def test_a_failed_install_leaves_nothing_but_its_log(fake_index: Path) -> None:
     (fake_index / "networkx-3.9.9-py3-none-any.whl").unlink()  # the worker's requirement is missing from the index
-    line = _error_line(_invoke("flink", "env", FAKE, "--find-links", str(fake_index)))
+    line = _error_line(invoke("flink", "env", FAKE, "--find-links", str(fake_index)))
     assert "pip could not install the release" in line and "networkx" in line
     base = releases.releases_dir()
     assert sorted(p.name for p in base.iterdir() if not p.name.endswith(".lock")) == [f"{FAKE}.pip.log"]
@@ -135,8 +124,8 @@ def test_remove_never_touches_a_directory_cutcheck_did_not_prepare(fake_index: P
     mine = releases.env_dir(FAKE)
     mine.mkdir(parents=True)
     (mine / "notes.txt").write_text("mine")
-    assert "not prepared" in _error_line(_invoke("flink", "env", "--remove", FAKE))
-    assert "not a release cutcheck prepared" in _error_line(_invoke("flink", "env", FAKE, "--find-links", str(fake_index)))
+    assert "not prepared" in _error_line(invoke("flink", "env", "--remove", FAKE))
+    assert "not a release cutcheck prepared" in _error_line(invoke("flink", "env", FAKE, "--find-links", str(fake_index)))
     assert (mine / "notes.txt").read_text() == "mine"
 
 
@@ -151,7 +140,7 @@ def test_remove_never_touches_a_directory_cutcheck_did_not_prepare(fake_index: P
 def test_refusals_before_any_download(args: list[str], fragment: str, monkeypatch: pytest.MonkeyPatch,
                                       tmp_path: Path) -> None:
     monkeypatch.setenv("CUTCHECK_CACHE", str(tmp_path / "cache"))
-    assert fragment in _error_line(_invoke("flink", "env", *args))
+    assert fragment in _error_line(invoke("flink", "env", *args))
     assert not (tmp_path / "cache" / "flink").exists() or not any((tmp_path / "cache" / "flink").iterdir())
 
 
@@ -187,9 +176,9 @@ def test_flink_option_needs_a_prepared_release(command: str, monkeypatch: pytest
     monkeypatch.setenv("CUTCHECK_CACHE", str(tmp_path / "cache"))
     args = {"run": [str(EXAMPLES / "keyed-pipeline.json"), "--out", str(tmp_path / "r")],
             "compare": [str(EXAMPLES / "keyed-pipeline.json")], "conform": ["--out", str(tmp_path / "c")]}[command]
-    line = _error_line(_invoke("flink", command, *args, "--flink", "2.1.0"))
+    line = _error_line(invoke("flink", command, *args, "--flink", "2.1.0"))
     assert "apache-flink 2.1.0 is not prepared" in line and "cutcheck flink env 2.1.0" in line
-    assert "not a release" in _error_line(_invoke("flink", command, *args, "--flink", "2.1.7"))
+    assert "not a release" in _error_line(invoke("flink", command, *args, "--flink", "2.1.7"))
     assert not (tmp_path / "r").exists() and not (tmp_path / "c").exists()
 
 

@@ -13,10 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from cutcheck import flink_bridge
-from cutcheck.cli import app
 from cutcheck.flink_bridge import runlog, settings, watch
 from cutcheck.flink_bridge.env import Cluster
 from cutcheck.flink_bridge.features import features
@@ -27,22 +25,13 @@ from cutcheck.flink_bridge.translate import ProbeSpec
 from cutcheck.flink_bridge.worker import decode_run, encode_run
 from cutcheck.model.errors import CutcheckError
 from cutcheck.model.graph import JobGraph
-from tests.flink.helpers import FLINK_MARKS, ROOT
+from tests.flink.helpers import FLINK_MARKS, ROOT, cli_error, invoke
 
 TRIANGLE = ROOT / "tests" / "reference" / "regressions" / "alignment-stall-triangle.json"
 
 
-def _invoke(*args: str) -> Any:
-    return CliRunner().invoke(app, list(args))
-
-
 def _error_line(result: Any) -> str:
-    text = result.output.strip()
-    assert result.exit_code == 2, text
-    assert "Traceback" not in text
-    lines = [line for line in text.splitlines() if line.startswith("error:")]
-    assert len(lines) == 1, text
-    return lines[0]
+    return cli_error(result)[0]
 
 
 @pytest.fixture
@@ -127,7 +116,7 @@ def test_cli_refuses_before_flink_starts(args: list[str], words: str, triangle: 
     monkeypatch.setattr(flink_bridge, "require_flink", lambda: None)
     started: list[int] = []
     monkeypatch.setattr(flink_bridge.runner, "run", lambda *a, **k: started.append(1))
-    result = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"), *args)
+    result = invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"), *args)
     assert words in _error_line(result)
     assert not started and not (tmp_path / "r").exists()
 
@@ -378,7 +367,7 @@ def _fake_run(monkeypatch: pytest.MonkeyPatch, live: Liveness | None, seen: list
 def test_a_stalled_run_exits_1_with_what_was_seen(triangle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     seen: list[RunOptions] = []
     _fake_run(monkeypatch, judge(_stall_timeline(), 60.0), seen)
-    result = _invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "r"), "--deadline-s", "60",
+    result = invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "r"), "--deadline-s", "60",
                      "--checkpoint-timeout-ms", "20000", "--tolerable-failed-checkpoints", "1000",
                      "--conf", "taskmanager.network.memory.buffers-per-channel=1", "--json", str(tmp_path / "s.json"))
     assert result.exit_code == 1, result.output
@@ -398,7 +387,7 @@ def test_a_stalled_run_exits_1_with_what_was_seen(triangle: Path, tmp_path: Path
 def test_a_run_still_progressing_exits_2_and_says_raise_the_deadline(triangle: Path, tmp_path: Path,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_run(monkeypatch, judge([_s(t, 100 * t) for t in range(1, 61)], 60.0), [])
-    result = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"), "--deadline-s", "60",
+    result = invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"), "--deadline-s", "60",
                      "--json", str(tmp_path / "s.json"))
     line = _error_line(result)
     assert "did not finish within 60 s while still making progress" in line and "raise --deadline-s" in line
@@ -408,7 +397,7 @@ def test_a_run_still_progressing_exits_2_and_says_raise_the_deadline(triangle: P
 
 def test_a_finished_run_exits_as_before(triangle: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     _fake_run(monkeypatch, None, [])
-    result = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"))
+    result = invoke("flink", "run", str(triangle), "--out", str(tmp_path / "r"))
     assert result.exit_code == 0, result.output  # no job FINISHED here: not complete, so not judged
     assert "stalled" not in result.output and "deadline" not in result.output
 
@@ -426,7 +415,7 @@ def _flink(test: Any) -> Any:
 def test_the_triangle_stalls_on_flink_and_is_judged(triangle: Path, tmp_path: Path) -> None:
     """The forced-aligned stall through the bridge: unaligned checkpoints, the bridge's small network buffers,
     a slow c; the deadline ends it and the verdict is a stall. The aligned control finishes."""
-    result = _invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "u"), "--mode", "unaligned",
+    result = invoke("flink", "run", str(TRIANGLE), "--out", str(tmp_path / "u"), "--mode", "unaligned",
                      "--slow", "c", "--delay-ms", "2", "--deadline-s", "60", "--checkpoint-timeout-ms", "20000",
                      "--tolerable-failed-checkpoints", "1000", "--json", str(tmp_path / "u.json"))
     assert result.exit_code == 1, result.output
@@ -434,6 +423,6 @@ def test_the_triangle_stalls_on_flink_and_is_judged(triangle: Path, tmp_path: Pa
     live = json.loads((tmp_path / "u.json").read_text())["liveness"]
     assert live["stalled"] and live["received"]["c"] < 9000 and live["quiet_s"] >= 30
     assert list((tmp_path / "u" / "flink" / "checkpoints").iterdir())  # the checkpoints are retained
-    control = _invoke("flink", "run", str(triangle), "--out", str(tmp_path / "a"), "--mode", "aligned",
+    control = invoke("flink", "run", str(triangle), "--out", str(tmp_path / "a"), "--mode", "aligned",
                       "--slow", "c", "--delay-ms", "2", "--deadline-s", "90")
     assert control.exit_code == 0, control.output
